@@ -1,0 +1,58 @@
+"""`compaction-proxy`: flags override the environment, which overrides the config file."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+
+from .main import ConfigError, create_app
+from .settings import Settings
+
+
+def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        prog="compaction-proxy", description="OpenAI-compatible proxy that compacts chat context in flight."
+    )
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
+    parser.add_argument(
+        "--upstream",
+        dest="upstream_base_url",
+        metavar="BASE_URL",
+        help="upstream base URL (default https://api.openai.com/v1)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+
+
+def describe(exc: ValidationError) -> str:
+    # Field and reason only: the rejected value could be a secret.
+    return "\n".join(f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    overrides = parse_args(argv)
+    try:
+        settings = Settings(**overrides)
+        app = create_app(settings)
+    except ValidationError as exc:
+        sys.exit(f"compaction-proxy: invalid settings:\n{describe(exc)}")
+    except (ConfigError, ValueError) as exc:
+        sys.exit(f"compaction-proxy: invalid settings: {exc}")
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        # Our own log lines carry no query strings; some clients put keys there.
+        access_log=False,
+        server_header=False,
+    )

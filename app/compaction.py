@@ -1,0 +1,104 @@
+"""From a raw chat request to the bytes sent upstream: pick the chain, run it off the event loop."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+
+from strategies import Chain, ChainResult, ChainSyntaxError, Context, Registry, StrategyError, TokenCounter
+
+from .errors import ApiError
+from .headers import RawHeaders
+from .jsonbody import dump_body, parse_chat_body
+
+STRATEGIES_HEADER = "x-compaction-strategies"
+logger = logging.getLogger("compaction_proxy.compaction")
+
+
+@dataclass(frozen=True)
+class Compacted:
+    body: bytes  # what goes upstream
+    chain: Chain
+    result: ChainResult
+    fallback: str | None = None
+
+    def response_headers(self) -> RawHeaders:
+        headers = [
+            (b"x-compaction-strategies", self.chain.spec.encode()),
+            (b"x-compaction-tokens-before", str(self.result.tokens_before).encode()),
+            (b"x-compaction-tokens-after", str(self.result.tokens_after).encode()),
+        ]
+        if self.fallback:
+            headers.append((b"x-compaction-fallback", self.fallback.encode()))
+        return headers
+
+
+def _unchanged(before: list[Any], after: list[Any]) -> bool:
+    return after is before or (len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)))
+
+
+class Compactor:
+    def __init__(
+        self,
+        registry: Registry,
+        counter: TokenCounter,
+        default_chain: str,
+        configured: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        """Raises ValueError, naming the setting, when the configured chain or parameters are invalid."""
+        for name, params in configured.items():
+            try:
+                registry.params_for(name, params)
+            except StrategyError as exc:
+                raise ValueError(f"strategies.{name}: {exc}") from None
+        try:
+            self.default_chain = Chain.parse(default_chain, registry, configured)
+        except (ChainSyntaxError, StrategyError) as exc:
+            raise ValueError(f"default_strategies: {exc}") from None
+        self.registry = registry
+        self.counter = counter
+        self.configured = configured
+
+    def chain_for(self, header: str | None) -> Chain:
+        if header is None:
+            return self.default_chain
+        try:
+            return Chain.parse(header, self.registry, self.configured)
+        except ChainSyntaxError as exc:
+            raise ApiError(
+                400,
+                f"Invalid X-Compaction-Strategies header: {exc}",
+                param="X-Compaction-Strategies",
+                code="invalid_strategy_header",
+            ) from None
+        except StrategyError as exc:
+            raise ApiError(
+                400, f"Invalid X-Compaction-Strategies header: {exc}", param="X-Compaction-Strategies", code=exc.code
+            ) from None
+
+    async def compact(self, raw: bytes, header: str | None, *, trace: bool = False) -> Compacted:
+        chain = self.chain_for(header)
+        # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
+        return await anyio.to_thread.run_sync(self._compact, raw, chain, trace)
+
+    def _compact(self, raw: bytes, chain: Chain, trace: bool) -> Compacted:
+        body, stdlib = parse_chat_body(raw)
+        messages = body["messages"]
+        model = body.get("model")
+        model = model if isinstance(model, str) else ""
+        ctx = Context(model=model, tokens=self.counter, request={k: v for k, v in body.items() if k != "messages"})
+        try:
+            result = chain.run(messages, ctx, trace=trace)
+        except Exception:
+            # Fail open: a strategy bug must not cost the user their request.
+            logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
+            tokens = ctx.count(messages)
+            return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
+        if _unchanged(messages, result.messages):
+            # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
+            return Compacted(raw, chain, result)
+        return Compacted(dump_body({**body, "messages": result.messages}, stdlib), chain, result)

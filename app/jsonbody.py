@@ -1,0 +1,49 @@
+"""Request bodies in and out: orjson for speed, the stdlib for what orjson refuses (lone surrogates)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from .errors import ApiError
+
+
+def parse_chat_body(raw: bytes) -> tuple[dict[str, Any], bool]:
+    """The body as a dict whose `messages` is a list of objects with a string role.
+
+    Returns the body and whether the stdlib had to parse it (then it must also write it back).
+    """
+    try:
+        body, strict = orjson.loads(raw), True
+    except orjson.JSONDecodeError:
+        try:
+            body, strict = json.loads(raw), False
+        except ValueError as exc:
+            raise ApiError(400, f"The request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise ApiError(
+            400,
+            "'messages' is required and must be an array of message objects.",
+            param="messages",
+            code="invalid_messages",
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApiError(
+                400,
+                f"messages[{index}] must be an object with a string 'role'.",
+                param=f"messages[{index}]",
+                code="invalid_messages",
+            )
+    return body, not strict
+
+
+def dump_body(body: dict[str, Any], stdlib: bool) -> bytes:
+    if stdlib:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return orjson.dumps(body)

@@ -1,0 +1,1 @@
+"""HTTP routes. Each stays thin: parse, compact, forward."""

@@ -1,0 +1,91 @@
+"""All settings in one place. Precedence: defaults < TOML file < COMPACTION_* environment < CLI flags."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class TomlFileSource(PydanticBaseSettingsSource):
+    """Reads the TOML config file. Unlike pydantic-settings' own source, a missing file is an error:
+    a typo in --config must not silently start the proxy with defaults.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self.data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with open(path, "rb") as fh:
+                    self.data = tomllib.load(fh)
+            except OSError as exc:
+                raise ValueError(f"config file {path}: {exc.strerror}") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"config file {path}: {exc}") from None
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COMPACTION_", extra="forbid", validate_default=True)
+
+    config: Path | None = Field(None, description="TOML file with these settings (COMPACTION_CONFIG).")
+    host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 to accept other hosts.")
+    port: int = Field(8080, ge=1, le=65535, description="Port to listen on.")
+    upstream_base_url: str = Field(
+        "https://api.openai.com/v1", description="OpenAI-compatible base URL requests are forwarded to."
+    )
+    default_strategies: str = Field(
+        "shorten_tools", description="Chain used when a request sends no X-Compaction-Strategies header."
+    )
+    strategies: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-strategy parameter defaults, e.g. {shorten_tools = {...}}."
+    )
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection upstream.")
+    read_timeout: float = Field(
+        600.0, gt=0, description="Seconds to wait for each chunk of the upstream answer (stream idle timeout)."
+    )
+    write_timeout: float = Field(60.0, gt=0, description="Seconds to send each chunk of the request upstream.")
+    pool_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a free upstream connection.")
+    max_connections: int = Field(512, ge=1, description="Upstream connections open at once.")
+    max_keepalive_connections: int = Field(128, ge=0, description="Idle upstream connections kept open.")
+    token_cache_size: int = Field(100_000, ge=0, description="Messages whose token counts are remembered.")
+    log_level: str = Field("info", description="debug, info, warning or error.")
+
+    @field_validator("upstream_base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value.rstrip("/")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.lower() not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError("must be one of debug, info, warning, error, critical")
+        return value.lower()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file is named by a flag (an init kwarg) or the environment, before the file itself is read.
+        init_kwargs: dict[str, Any] = getattr(init_settings, "init_kwargs", {})
+        path = init_kwargs.get("config") or os.environ.get("COMPACTION_CONFIG") or None
+        return init_settings, env_settings, TomlFileSource(settings_cls, Path(path) if path else None)

@@ -1,0 +1,29 @@
+"""Pure message transforms: messages in, new messages out. Never imports the HTTP layer."""
+
+from .base import Context, Message, Params, Strategy
+from .chain import Chain, ChainResult, StepStats
+from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
+from .encodings import Encodings
+from .registry import BUILTINS, ENTRY_POINT_GROUP, Registry, StrategyError
+from .tokens import TokenCounter, encoding_for_model
+
+__all__ = [
+    "BUILTINS",
+    "ENTRY_POINT_GROUP",
+    "Chain",
+    "ChainResult",
+    "ChainSyntaxError",
+    "Context",
+    "Encodings",
+    "Message",
+    "Params",
+    "Registry",
+    "StepSpec",
+    "StepStats",
+    "Strategy",
+    "StrategyError",
+    "TokenCounter",
+    "encoding_for_model",
+    "format_chain",
+    "parse_chain",
+]

@@ -1,0 +1,59 @@
+"""The contract every strategy implements: typed parameters in, messages in, new messages out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from .tokens import TokenCounter
+
+Message = dict[str, Any]
+
+
+class Params(BaseModel):
+    """Base for strategy parameters: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=Params)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a strategy may know about the request besides its messages.
+
+    Everything from outside (tokenizer, later an LLM or a cache) arrives here, never through globals,
+    so strategies stay pure and testable.
+    """
+
+    model: str
+    tokens: TokenCounter
+    # The request body without `messages` (tools, max_tokens, ...). Read-only by convention.
+    request: Mapping[str, Any] = field(default_factory=dict)
+
+    def count(self, messages: list[Message]) -> int:
+        return self.tokens.count_messages(messages, self.model)
+
+
+class Strategy(ABC, Generic[P]):
+    """A named message transform. Subclasses set `name`, `params_model` and `summary`, and implement apply.
+
+    apply must not mutate its input: it returns a new list, and a new dict for every message it
+    changes (unchanged messages may be shared).
+    """
+
+    name: ClassVar[str]
+    params_model: ClassVar[type[Params]]
+    summary: ClassVar[str]
+
+    def __init__(self, params: P) -> None:
+        self.params = params
+
+    @abstractmethod
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]: ...

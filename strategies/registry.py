@@ -1,0 +1,88 @@
+"""Name -> strategy class. Built-ins register here; other packages through an entry-point group."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import ValidationError
+
+from .base import Params, Strategy
+from .chain_syntax import StepSpec
+from .none import Noop
+from .prune_tool_outputs import PruneToolOutputs
+from .shorten_tools import ShortenTools
+
+ENTRY_POINT_GROUP = "compaction_proxy.strategies"
+BUILTINS: tuple[type[Strategy[Any]], ...] = (Noop, ShortenTools, PruneToolOutputs)
+
+
+class StrategyError(ValueError):
+    """A chain names an unknown strategy or gives a strategy a bad parameter.
+
+    `code` is short and machine-readable (unknown_strategy, unknown_parameter, invalid_parameter).
+    """
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Registry:
+    def __init__(self, strategies: Iterable[type[Strategy[Any]]] = ()) -> None:
+        self._classes: dict[str, type[Strategy[Any]]] = {}
+        for cls in strategies:
+            self.register(cls)
+
+    @classmethod
+    def with_plugins(cls) -> Registry:
+        """The built-ins plus every strategy installed under the entry-point group."""
+        registry = cls(BUILTINS)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            strategy = ep.load()
+            if getattr(strategy, "name", None) != ep.name:
+                raise ValueError(f"entry point {ep.name!r} ({ep.value}) must load a Strategy named {ep.name!r}")
+            registry.register(strategy)
+        return registry
+
+    def register(self, cls: type[Strategy[Any]]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+            raise TypeError(f"{cls!r} is not a Strategy subclass")
+        if cls.name in self._classes:
+            raise ValueError(f"strategy {cls.name!r} is already registered")
+        self._classes[cls.name] = cls
+
+    def names(self) -> list[str]:
+        return sorted(self._classes)
+
+    def get(self, name: str) -> type[Strategy[Any]]:
+        try:
+            return self._classes[name]
+        except KeyError:
+            raise StrategyError(
+                f"unknown strategy {name!r}; valid strategies: {', '.join(self.names())}", "unknown_strategy"
+            ) from None
+
+    def params_for(self, name: str, values: Mapping[str, Any]) -> Params:
+        """Validate parameters for a strategy, naming the offending key and what is valid."""
+        model = self.get(name).params_model
+        valid = ", ".join(model.model_fields) or "(none)"
+        for key in values:
+            if key not in model.model_fields:
+                raise StrategyError(
+                    f"strategy {name!r} has no parameter {key!r}; valid parameters: {valid}", "unknown_parameter"
+                )
+        try:
+            return model(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})"
+                for err in exc.errors()
+            )
+            raise StrategyError(f"invalid parameter for {name!r}: {problems}", "invalid_parameter") from None
+
+    def build(self, step: StepSpec, configured: Mapping[str, Any] | None = None) -> Strategy[Any]:
+        """An instance with the configured parameters overridden by the step's own."""
+        params = self.params_for(step.name, {**(configured or {}), **step.params})
+        return self.get(step.name)(params)

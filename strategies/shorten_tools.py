@@ -1,0 +1,91 @@
+"""scout-ai's three-tier policy: newest tool interactions whole, a middle band truncated, the oldest dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from .base import Context, Message, Params, Strategy
+from .content import text_of, truncate_middle, with_text
+from .tool_pairs import ToolPair, call_arguments, find_pairs, remove_pairs, with_arguments
+
+
+class ShortenToolsParams(Params):
+    full_tool_calls: int = Field(0, ge=0, description="Newest tool calls whose arguments are never shortened.")
+    full_tool_outputs: int = Field(10, ge=0, description="Newest tool results that are never shortened.")
+    max_tool_calls: int = Field(40, ge=0, description="Tool calls kept at all; older ones go with their results.")
+    max_tool_outputs: int | None = Field(
+        None, ge=0, description="Tool results kept at all (default: max_tool_calls); older ones go with their calls."
+    )
+    max_tool_chars: int = Field(
+        100_000, ge=0, description="Characters of tool traffic, newest first, kept whole before any tier applies."
+    )
+    short_string_length: int = Field(
+        200, ge=1, description="Length argument strings are cut to; results are cut to twice this."
+    )
+
+
+def shorten_arguments(arguments: str, size: int) -> str:
+    """Truncate the long strings inside JSON arguments, keeping the arguments valid JSON."""
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return arguments
+
+    def shorten(value: Any) -> Any:
+        if isinstance(value, str):
+            return truncate_middle(value, size)
+        if isinstance(value, list):
+            return [shorten(v) for v in value]
+        if isinstance(value, dict):
+            return {k: shorten(v) for k, v in value.items()}
+        return value
+
+    shortened = shorten(data)
+    return arguments if shortened == data else json.dumps(shortened, ensure_ascii=False)
+
+
+class ShortenTools(Strategy[ShortenToolsParams]):
+    """Walks tool interactions newest first. While the characters seen stay under max_tool_chars nothing
+    is touched; past that, the newest full_* are kept, those up to max_* are truncated with a
+    hash-stamped marker, and older ones are dropped, each call together with its result.
+    """
+
+    name = "shorten_tools"
+    params_model = ShortenToolsParams
+    summary = "Keep the newest tool results whole, truncate a middle band, drop the oldest (pairs stay intact)."
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        p = self.params
+        max_outputs = p.max_tool_outputs if p.max_tool_outputs is not None else p.max_tool_calls
+        seen_chars = 0
+        dropped: list[ToolPair] = []
+        results: dict[int, str] = {}
+        arguments: dict[int, dict[str | None, str]] = {}
+        for rank, pair in enumerate(reversed(find_pairs(messages)), start=1):
+            under_budget = seen_chars < p.max_tool_chars
+            keep_output = under_budget or rank <= p.full_tool_outputs
+            keep_call = under_budget or rank <= p.full_tool_calls
+            if (not keep_output and rank > max_outputs) or (not keep_call and rank > p.max_tool_calls):
+                dropped.append(pair)
+                continue
+            text = text_of(messages[pair.result_index].get("content"))
+            args = call_arguments(messages[pair.call_index], pair.call_id) or ""
+            if not keep_output:
+                shortened = truncate_middle(text, 2 * p.short_string_length)
+                if shortened != text:
+                    results[pair.result_index] = text = shortened
+            if not keep_call:
+                shortened = shorten_arguments(args, p.short_string_length)
+                if shortened != args:
+                    arguments.setdefault(pair.call_index, {})[pair.call_id] = args = shortened
+            seen_chars += len(text) + len(args)
+
+        out = list(messages)
+        for index, text in results.items():
+            out[index] = {**out[index], "content": with_text(out[index].get("content"), text)}
+        for index, new_args in arguments.items():
+            out[index] = with_arguments(out[index], new_args)
+        return remove_pairs(out, dropped)
