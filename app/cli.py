@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import uvicorn
 from pydantic import ValidationError
 
+from .logs import configure_logging
 from .main import ConfigError, create_app
 from .settings import Settings
 
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"compaction-proxy: invalid settings:\n{describe(exc)}")
     except (ConfigError, ValueError) as exc:
         sys.exit(f"compaction-proxy: invalid settings: {exc}")
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.log_level)
     uvicorn.run(
         app,
         host=settings.host,

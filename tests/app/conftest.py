@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import openai
+import pytest
+
+from app import Settings, create_app
+from tests.support.servers import LoopbackServer
+from tests.support.upstream import StandInUpstream
+
+ProxyFactory = Callable[..., AbstractContextManager[LoopbackServer]]
+
+
+@pytest.fixture(scope="session")
+def standin() -> Iterator[StandInUpstream]:
+    upstream = StandInUpstream()
+    with LoopbackServer(upstream.app) as server:
+        upstream.url = server.url  # type: ignore[attr-defined]
+        yield upstream
+
+
+@pytest.fixture
+def upstream(standin: StandInUpstream) -> Iterator[StandInUpstream]:
+    standin.reset()
+    yield standin
+    standin.reset()
+
+
+@pytest.fixture(scope="session")
+def start_proxy(standin: StandInUpstream) -> ProxyFactory:
+    """Start a proxy on loopback with settings overrides; by default forwarding to the stand-in."""
+
+    @contextmanager
+    def start(**overrides: Any) -> Iterator[LoopbackServer]:
+        settings = Settings(**{"upstream_base_url": f"{standin.url}/v1", **overrides})  # type: ignore[attr-defined]
+        with LoopbackServer(create_app(settings)) as server:
+            yield server
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def proxy_server(start_proxy: ProxyFactory) -> Iterator[LoopbackServer]:
+    with start_proxy() as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(proxy_server: LoopbackServer, upstream: StandInUpstream) -> LoopbackServer:
+    return proxy_server
+
+
+@pytest.fixture
+def client(proxy: LoopbackServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test-key", max_retries=0)

@@ -1,0 +1,179 @@
+"""The proxy on loopback, driven by the official openai SDK, against the stand-in upstream."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from strategies.invariants import pairing_problems
+from tests.factories import agent_loop
+from tests.support.servers import LoopbackServer
+from tests.support.upstream import StandInUpstream
+
+
+def test_heavy_agent_conversation_is_forwarded_shorter(client: openai.OpenAI, upstream: StandInUpstream) -> None:
+    messages = agent_loop(60, output_chars=4000)
+
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)
+    completion = raw.parse()
+
+    sent = upstream.last().json()["messages"]
+    assert completion.choices[0].message.content == f"seen {len(sent)} messages"
+    assert raw.headers["x-compaction-strategies"] == "shorten_tools"
+    before = int(raw.headers["x-compaction-tokens-before"])
+    after = int(raw.headers["x-compaction-tokens-after"])
+    assert after < before / 2
+    assert len(json.dumps(sent)) < len(json.dumps(messages)) / 2
+    assert pairing_problems(sent) == []
+    assert sent[:2] == messages[:2]
+    assert sent[-2:] == messages[-2:]  # the newest tool interaction is whole
+
+
+def test_unknown_fields_and_credentials_are_forwarded(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    client = openai.OpenAI(
+        base_url=f"{proxy.url}/v1", api_key="sk-test-key", organization="org-abc", project="proj_xyz", max_retries=0
+    )
+    client.chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": "hi"}],
+        temperature=0.25,
+        extra_body={"vendor_option": {"nested": [1, 2.5, None]}, "prompt_cache_key": "conv-1"},
+        extra_headers={"X-Compaction-Strategies": "none", "X-Compaction-Debug": "1", "X-Custom": "kept"},
+    )
+    received = upstream.last()
+    body = received.json()
+    assert body["vendor_option"] == {"nested": [1, 2.5, None]}
+    assert body["prompt_cache_key"] == "conv-1"
+    assert body["temperature"] == 0.25
+    assert received.headers["authorization"] == "Bearer sk-test-key"
+    assert received.headers["openai-organization"] == "org-abc"
+    assert received.headers["openai-project"] == "proj_xyz"
+    assert received.headers["x-custom"] == "kept"
+    assert not [h for h in received.headers if h.startswith("x-compaction-")]
+    assert received.path == "/v1/chat/completions"
+
+
+def test_streaming_relays_every_chunk_with_usage(client: openai.OpenAI, upstream: StandInUpstream) -> None:
+    stream = client.chat.completions.create(
+        model="gpt-4o",
+        messages=agent_loop(3, output_chars=100),
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Hello world"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 13
+    assert upstream.last().json()["stream"] is True
+
+
+def test_stream_bytes_are_relayed_unchanged(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    direct = httpx.post(f"{upstream.url}/v1/chat/completions", json=body)  # type: ignore[attr-defined]
+    via_proxy = httpx.post(f"{proxy.url}/v1/chat/completions", json=body)
+
+    assert via_proxy.status_code == 200
+    assert via_proxy.content == direct.content
+    assert via_proxy.content.endswith(b"data: [DONE]\n\n")
+    assert via_proxy.headers["content-type"].startswith("text/event-stream")
+
+
+def test_stream_is_not_buffered(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    # The upstream holds the rest of the stream until the first chunk has reached the client: a proxy that
+    # buffered would deliver nothing and time out.
+    upstream.stream_gate.clear()
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=body, timeout=10) as response:
+        chunks = response.iter_raw()
+        first = next(chunks)
+        assert b'"role": "assistant"' in first
+        upstream.stream_gate.set()
+        rest = b"".join(chunks)
+    assert rest.endswith(b"data: [DONE]\n\n")
+
+
+def test_client_disconnect_closes_the_upstream_stream(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    upstream.stream_gate.clear()
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=body, timeout=10) as response:
+        next(response.iter_raw())
+    # The client is gone while the upstream still has chunks to send: the proxy must hang up on it.
+    assert upstream.stream_abandoned.wait(timeout=10)
+
+
+def test_none_forwards_the_body_byte_for_byte(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    raw = b'{"model":"gpt-4o",  "messages":[{"role":"user","content":"caf\\u00e9"}], "top_p": 1.0}'
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", content=raw, headers={"X-Compaction-Strategies": "none"})
+    assert response.status_code == 200
+    assert upstream.last().body == raw
+    assert response.headers["x-compaction-strategies"] == "none"
+    assert response.headers["x-compaction-tokens-before"] == response.headers["x-compaction-tokens-after"]
+
+
+def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI, upstream: StandInUpstream) -> None:
+    messages = agent_loop(8, output_chars=1000)
+    header = "shorten_tools(full_tool_outputs=3, max_tool_chars=0)"
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=messages, extra_headers={"X-Compaction-Strategies": header}
+    )
+    tuned = upstream.last().json()["messages"]
+    client.chat.completions.create(model="gpt-4o", messages=messages)
+    default = upstream.last().json()["messages"]
+
+    assert raw.headers["x-compaction-strategies"] == "shorten_tools(full_tool_outputs=3,max_tool_chars=0)"
+    whole = [m for m in tuned if m["role"] == "tool" and not m["content"].startswith("Truncated (")]
+    assert [m["tool_call_id"] for m in whole] == ["call_5", "call_6", "call_7"]
+    assert default == messages  # under the default 100,000-character budget nothing is touched
+
+
+@pytest.mark.parametrize(
+    ("header", "code", "mentions"),
+    [
+        ("shorten_tool", "unknown_strategy", "valid strategies: none, prune_tool_outputs, shorten_tools"),
+        ("shorten_tools(bogus=1)", "unknown_parameter", "valid parameters: full_tool_calls"),
+        ("prune_tool_outputs(max_chars=-5)", "invalid_parameter", "max_chars"),
+        ("shorten_tools(full_tool_outputs=3", "invalid_strategy_header", "missing ')'"),
+    ],
+)
+def test_bad_strategy_header_is_a_400_and_nothing_is_sent(
+    client: openai.OpenAI, upstream: StandInUpstream, header: str, code: str, mentions: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Compaction-Strategies": header},
+        )
+    error = raised.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == code
+    assert error["param"] == "X-Compaction-Strategies"
+    assert error["type"] == "invalid_request_error"
+    assert mentions in error["message"]
+    assert upstream.received == []
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"model": "gpt-4o", "messages": [', "invalid_json"),
+        (b'["not", "an", "object"]', "invalid_json"),
+        (b'{"model": "gpt-4o"}', "invalid_messages"),
+        (b'{"model": "gpt-4o", "messages": "hi"}', "invalid_messages"),
+        (b'{"model": "gpt-4o", "messages": [{"content": "no role"}]}', "invalid_messages"),
+    ],
+)
+def test_malformed_request_is_a_400_and_nothing_is_sent(
+    proxy: LoopbackServer, upstream: StandInUpstream, body: bytes, code: str
+) -> None:
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", content=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code
+    assert upstream.received == []
