@@ -45,5 +45,6 @@ def parse_chat_body(raw: bytes) -> tuple[dict[str, Any], bool]:
 
 def dump_body(body: dict[str, Any], stdlib: bool) -> bytes:
     if stdlib:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        # ASCII escapes keep a lone surrogate as the \udXXX escape the client sent, and the body valid UTF-8.
+        return json.dumps(body, separators=(",", ":")).encode()
     return orjson.dumps(body)

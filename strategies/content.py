@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
+
+import orjson
 
 from .base import Message
 
@@ -19,20 +22,35 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
-        )
+        return "".join(part["text"] for part in content if _is_text_part(part) and isinstance(part.get("text"), str))
     return ""
 
 
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text"
+
+
 def with_text(content: Any, text: str) -> Any:
-    """Content carrying `text` in the shape the client used; non-text parts are kept after it."""
-    if isinstance(content, list):
-        others = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text")]
-        return [{"type": "text", "text": text}, *others]
-    return text
+    """Content carrying `text` in the shape the client used. In a part list, the first text part takes the
+    text (keeping its other keys, such as cache_control) and the other text parts go; other parts stay.
+    """
+    if not isinstance(content, list):
+        return text
+    out: list[Any] = []
+    for part in content:
+        if not _is_text_part(part):
+            out.append(part)
+        elif not any(_is_text_part(p) for p in out):
+            out.append({**part, "text": text})
+    return out if any(_is_text_part(p) for p in out) else [{"type": "text", "text": text}, *out]
+
+
+def message_bytes(message: Message) -> bytes:
+    """A canonical serialisation, also for text orjson refuses (lone surrogates, which clients can send)."""
+    try:
+        return orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
 
 def short_hash(text: str) -> str:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import orjson
-
 from .base import Message
+from .content import message_bytes
 from .tool_pairs import has_visible_content, tool_calls_of
 
 
@@ -51,10 +50,10 @@ def pinned_indices(messages: list[Message]) -> list[int]:
 def compaction_problems(before: list[Message], after: list[Message]) -> list[str]:
     """What a compaction broke: pairing that was valid, or a pinned message not forwarded unchanged."""
     problems = pairing_problems(after) if not pairing_problems(before) else []
-    forwarded = iter([orjson.dumps(m) for m in after])
+    forwarded = iter([message_bytes(m) for m in after])
     for index in pinned_indices(before):
         # Consuming the iterator checks order as well as presence, byte for byte.
-        if orjson.dumps(before[index]) not in forwarded:
+        if message_bytes(before[index]) not in forwarded:
             problems.append(f"pinned message {index} ({before[index].get('role')}) changed, moved or dropped")
-            forwarded = iter([orjson.dumps(m) for m in after])
+            forwarded = iter([message_bytes(m) for m in after])
     return problems

@@ -7,10 +7,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-import orjson
-
 from .base import Message
-from .content import text_of
+from .content import message_bytes, text_of
 from .encodings import Encodings
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken") for current chat models.
@@ -25,6 +23,7 @@ _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", 
 def encoding_for_model(model: str) -> str:
     """o200k for current OpenAI models, cl100k for gpt-4 and gpt-3.5, o200k for anything else."""
     name = model.rsplit("/", 1)[-1].lower()  # "openai/gpt-4o" on routers
+    name = name.removeprefix("ft:")  # fine-tunes: "ft:gpt-4-0613:org::id"
     if name.startswith(_O200K_PREFIXES):
         return "o200k_base"
     if name.startswith(_CL100K_PREFIXES):
@@ -52,12 +51,7 @@ class TokenCounter:
         return REPLY_PRIMING + sum(self._count_cached(m, encoding_name) for m in messages)
 
     def _count_cached(self, message: Message, encoding_name: str) -> int:
-        key = (
-            hashlib.blake2b(
-                orjson.dumps(message, option=orjson.OPT_SORT_KEYS, default=str), digest_size=16, person=b"msg"
-            ).digest()
-            + encoding_name.encode()
-        )
+        key = hashlib.blake2b(message_bytes(message), digest_size=16).digest() + encoding_name.encode()
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:

@@ -177,3 +177,16 @@ def test_malformed_request_is_a_400_and_nothing_is_sent(
     assert set(error) == {"message", "type", "param", "code"}
     assert error["code"] == code
     assert upstream.received == []
+
+
+def test_text_orjson_refuses_is_compacted_and_forwarded(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    # A lone surrogate escape is legal JSON that some clients send; it must survive compaction unchanged.
+    raw = (
+        b'{"model":"gpt-4o","messages":[{"role":"user","content":"a\\ud83db"},'
+        b'{"role":"tool","tool_call_id":"x","content":"' + b"y" * 50 + b'"}]}'
+    )
+    headers = {"X-Compaction-Strategies": "prune_tool_outputs(max_chars=10)"}
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", content=raw, headers=headers)
+    assert response.status_code == 200
+    assert b'"a\\ud83db"' in upstream.last().body
+    assert upstream.last().json()["messages"][1]["content"].startswith("y" * 10 + "\n[... output truncated ...]")

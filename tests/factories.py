@@ -1,0 +1,67 @@
+"""Tiny message factories, so a test reads like the conversation it builds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Message = dict[str, Any]
+
+
+def system(text: str) -> Message:
+    return {"role": "system", "content": text}
+
+
+def user(content: Any) -> Message:
+    return {"role": "user", "content": content}
+
+
+def assistant(text: str) -> Message:
+    return {"role": "assistant", "content": text}
+
+
+def tool_call(id: str, name: str = "read", args: Any = None) -> dict[str, Any]:
+    """One entry of `tool_calls`. args: a dict (dumped as JSON), a raw string (kept as is) or None."""
+    arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {"path": f"{id}.py"})
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def call(id: str, name: str = "read", args: Any = None) -> Message:
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call(id, name, args)]}
+
+
+def calls(*ids: str) -> Message:
+    """One assistant message with parallel calls."""
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call(i) for i in ids]}
+
+
+def result(id: str, text: Any) -> Message:
+    return {"role": "tool", "tool_call_id": id, "content": text}
+
+
+def parts(text: str) -> list[dict[str, Any]]:
+    """Content as a list of text parts, the other shape the API accepts."""
+    return [{"type": "text", "text": text}]
+
+
+def legacy_call(name: str, args: Any) -> Message:
+    """An assistant message with the pre-tools `function_call`. args: a dict (dumped as JSON) or a raw string."""
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    return {"role": "assistant", "content": None, "function_call": {"name": name, "arguments": arguments}}
+
+
+def legacy_result(name: str, text: str) -> Message:
+    return {"role": "function", "name": name, "content": text}
+
+
+def output(i: int, chars: int) -> str:
+    """A distinct, deterministic tool output of exactly `chars` characters."""
+    return (f"<out {i}> " + "".join(f"line {n} of output {i}\n" for n in range(chars // 10 + 1)))[:chars]
+
+
+def agent_loop(n: int, output_chars: int) -> list[Message]:
+    """System prompt, the task, then n tool interactions call_0..call_{n-1}, oldest first."""
+    messages = [system("You are a coding agent."), user("Fix the failing test.")]
+    for i in range(n):
+        messages += [call(f"call_{i}"), result(f"call_{i}", output(i, output_chars))]
+    return messages

