@@ -9,7 +9,16 @@ from typing import Any
 
 import anyio.to_thread
 
-from strategies import Chain, ChainResult, ChainSyntaxError, Context, Registry, StrategyError, TokenCounter
+from strategies import (
+    Chain,
+    ChainResult,
+    ChainSyntaxError,
+    Context,
+    ModelTable,
+    Registry,
+    StrategyError,
+    TokenCounter,
+)
 
 from .errors import ApiError
 from .headers import RawHeaders
@@ -46,6 +55,7 @@ class Compactor:
         self,
         registry: Registry,
         counter: TokenCounter,
+        models: ModelTable,
         default_chain: str,
         configured: Mapping[str, Mapping[str, Any]],
     ) -> None:
@@ -61,6 +71,7 @@ class Compactor:
             raise ValueError(f"default_strategies: {exc}") from None
         self.registry = registry
         self.counter = counter
+        self.models = models
         self.configured = configured
 
     def chain_for(self, header: str | None) -> Chain:
@@ -90,13 +101,18 @@ class Compactor:
         messages = body["messages"]
         model = body.get("model")
         model = model if isinstance(model, str) else ""
-        ctx = Context(model=model, tokens=self.counter, request={k: v for k, v in body.items() if k != "messages"})
+        ctx = Context(
+            model=model,
+            tokens=self.counter,
+            request={k: v for k, v in body.items() if k != "messages"},
+            limits=self.models.lookup(model),
+        )
         try:
             result = chain.run(messages, ctx, trace=trace)
         except Exception:
             # Fail open: a strategy bug must not cost the user their request.
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
-            tokens = ctx.count(messages)
+            tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
         if _unchanged(messages, result.messages):
             # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.

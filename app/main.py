@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
-from strategies import Encodings, Registry, TokenCounter
+from strategies import Encodings, ModelLimits, ModelTable, Registry, TokenCounter
 
 from .compaction import Compactor
 from .errors import install_error_handlers
@@ -27,7 +27,11 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     registry = registry or Registry.with_plugins()
     counter = TokenCounter(Encodings(), cache_size=settings.token_cache_size)
     try:
-        compactor = Compactor(registry, counter, settings.default_strategies, settings.strategies)
+        models = ModelTable.packaged(
+            settings.models,
+            ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output),
+        )
+        compactor = Compactor(registry, counter, models, settings.default_strategies, settings.strategies)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

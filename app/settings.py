@@ -11,6 +11,8 @@ from pydantic import Field, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from strategies import ModelLimits
+
 
 class TomlFileSource(PydanticBaseSettingsSource):
     """Reads the TOML config file. Unlike pydantic-settings' own source, a missing file is an error:
@@ -59,6 +61,12 @@ class Settings(BaseSettings):
     pool_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a free upstream connection.")
     max_connections: int = Field(512, ge=1, description="Upstream connections open at once.")
     max_keepalive_connections: int = Field(128, ge=0, description="Idle upstream connections kept open.")
+    models: dict[str, ModelLimits] = Field(
+        default_factory=dict,
+        description="Context window and max output per model-name prefix, added to or overriding the built-in table.",
+    )
+    default_context_window: int = Field(128_000, gt=0, description="Context window of models not in the table.")
+    default_max_output: int = Field(16_384, gt=0, description="Max output tokens of models not in the table.")
     token_cache_size: int = Field(100_000, ge=0, description="Messages whose token counts are remembered.")
     log_level: str = Field("info", description="debug, info, warning or error.")
 

@@ -4,6 +4,7 @@ from .base import Context, Message, Params, Strategy
 from .chain import Chain, ChainResult, StepStats
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
 from .encodings import Encodings
+from .models import ModelLimits, ModelTable
 from .registry import BUILTINS, ENTRY_POINT_GROUP, Registry, StrategyError
 from .tokens import TokenCounter, encoding_for_model
 
@@ -16,6 +17,8 @@ __all__ = [
     "Context",
     "Encodings",
     "Message",
+    "ModelLimits",
+    "ModelTable",
     "Params",
     "Registry",
     "StepSpec",

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from .models import DEFAULT_LIMITS, ModelLimits
+
 if TYPE_CHECKING:
     from .tokens import TokenCounter
 
@@ -36,9 +38,31 @@ class Context:
     tokens: TokenCounter
     # The request body without `messages` (tools, max_tokens, ...). Read-only by convention.
     request: Mapping[str, Any] = field(default_factory=dict)
+    limits: ModelLimits = DEFAULT_LIMITS
+    # What the running step reports for the stats (e.g. overflow); Chain.run collects it per step.
+    details: dict[str, Any] = field(default_factory=dict)
 
     def count(self, messages: list[Message]) -> int:
+        """Prompt tokens of these messages (with the reply priming), without the tool definitions."""
         return self.tokens.count_messages(messages, self.model)
+
+    def count_message(self, message: Message) -> int:
+        return self.tokens.count_message(message, self.model)
+
+    def count_request(self, messages: list[Message]) -> int:
+        """Prompt tokens of the whole request: messages plus the `tools` definitions."""
+        return self.count(messages) + self.tokens.count_tools(self.request.get("tools"), self.model)
+
+    def output_reserve(self) -> int:
+        """Tokens the answer may take: the request's max_completion_tokens / max_tokens, else the model's."""
+        for key in ("max_completion_tokens", "max_tokens"):
+            value = self.request.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return self.limits.max_output
+
+    def report(self, **details: Any) -> None:
+        self.details.update(details)
 
 
 class Strategy(ABC, Generic[P]):

@@ -18,6 +18,7 @@ class StepStats:
     tokens_before: int
     tokens_after: int
     ms: float
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,19 @@ class Chain:
 
     def run(self, messages: list[Message], ctx: Context, *, trace: bool = False) -> ChainResult:
         """Apply every step in order. With trace, count tokens after each step for the stats."""
-        tokens_before = ctx.count(messages)
+        tokens_before = ctx.count_request(messages)
         current = messages
         steps: list[StepStats] = []
         tokens = tokens_before
         for step in self.steps:
+            ctx.details.clear()
             started = time.perf_counter()
             current = step.apply(current, ctx)
             ms = (time.perf_counter() - started) * 1000
             if trace:
-                after = ctx.count(current)
-                steps.append(StepStats(step.name, tokens, after, round(ms, 3)))
+                after = ctx.count_request(current)
+                steps.append(StepStats(step.name, tokens, after, round(ms, 3), dict(ctx.details)))
                 tokens = after
         if not trace and current is not messages:
-            tokens = ctx.count(current)
+            tokens = ctx.count_request(current)
         return ChainResult(current, tokens_before, tokens, steps)

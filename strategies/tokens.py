@@ -15,6 +15,8 @@ from .encodings import Encodings
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
+# The cookbook's constants for tool definitions (gpt-4o family; gpt-4 and gpt-3.5 start functions at 10).
+FUNC_INIT, FUNC_INIT_CL100K, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 10, 3, 3, -3, 3, 12
 
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss", "codex")
@@ -47,8 +49,43 @@ class TokenCounter:
         return len(encoding.encode(text, disallowed_special=()))
 
     def count_messages(self, messages: list[Message], model: str) -> int:
+        """Prompt tokens of a message list: each message plus the reply priming."""
         encoding_name = encoding_for_model(model)
         return REPLY_PRIMING + sum(self._count_cached(m, encoding_name) for m in messages)
+
+    def count_message(self, message: Message, model: str) -> int:
+        """One message with its per-message overhead, without the reply priming."""
+        return self._count_cached(message, encoding_for_model(model))
+
+    def count_tools(self, tools: Any, model: str) -> int:
+        """Tokens the `tools` definitions add, per the OpenAI cookbook's estimate (num_tokens_for_tools)."""
+        if not isinstance(tools, list) or not tools:
+            return 0
+        encoding = self._encodings.get(encoding_for_model(model))
+        legacy = encoding.name == "cl100k_base"
+        count = 0
+        for tool in tools:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if not isinstance(function, dict):
+                continue
+            count += FUNC_INIT_CL100K if legacy else FUNC_INIT
+            description = str(function.get("description", "")).removesuffix(".")
+            count += len(encoding.encode(f"{function.get('name', '')}:{description}", disallowed_special=()))
+            parameters = function.get("parameters")
+            properties = parameters.get("properties") if isinstance(parameters, dict) else None
+            if isinstance(properties, dict) and properties:
+                count += PROP_INIT
+                for key, spec in properties.items():
+                    spec = spec if isinstance(spec, dict) else {}
+                    count += PROP_KEY
+                    if isinstance(spec.get("enum"), list):
+                        count += ENUM_INIT
+                        for item in spec["enum"]:
+                            count += ENUM_ITEM + len(encoding.encode(str(item), disallowed_special=()))
+                    p_desc = str(spec.get("description", "")).removesuffix(".")
+                    line = f"{key}:{spec.get('type', '')}:{p_desc}"
+                    count += len(encoding.encode(line, disallowed_special=()))
+        return count + FUNC_END
 
     def _count_cached(self, message: Message, encoding_name: str) -> int:
         key = hashlib.blake2b(message_bytes(message), digest_size=16).digest() + encoding_name.encode()

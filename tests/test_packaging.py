@@ -37,7 +37,7 @@ BIN = Path(sys.executable).parent
 
 # In the example every setting is commented out as `# key = value` or `# [strategies.name]`; prose
 # comments never take that shape, so removing the `# ` yields the file with everything set.
-COMMENTED_SETTING = re.compile(r"^# ((?:\[strategies\.\w+\])|(?:\w+ = .+))$")
+COMMENTED_SETTING = re.compile(r"^# ((?:\[(?:strategies\.\w+|models\.\"[\w.-]+\")\])|(?:\w+ = .+))$")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -82,8 +82,9 @@ def test_example_config_uncommented_sets_every_field_to_its_default(tmp_path: Pa
     config.write_text(uncommented_example())
     settings = Settings(config=config)
     defaults = Settings()
-    for name in expected - {"strategies"}:
+    for name in expected - {"strategies", "models"}:
         assert getattr(settings, name) == getattr(defaults, name), f"{name}: the example's value is not the default"
+    assert settings.models["my-local-llama"].context_window == 32768
     # Everything uncommented at once is still a configuration the proxy starts with.
     create_app(settings)
 

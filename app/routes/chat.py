@@ -47,7 +47,13 @@ async def compact(request: Request) -> Response:
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "steps": [
-            {"strategy": s.strategy, "tokens_before": s.tokens_before, "tokens_after": s.tokens_after, "ms": s.ms}
+            {
+                "strategy": s.strategy,
+                "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after,
+                "ms": s.ms,
+                **s.details,
+            }
             for s in result.steps
         ],
     }

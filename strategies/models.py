@@ -1,0 +1,52 @@
+"""Context window and output limits per model, from a packaged data file plus the operator's overrides."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib.resources import files
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ModelLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_window: int = Field(gt=0, description="Tokens the model reads and writes in one request.")
+    max_output: int = Field(gt=0, description="Most tokens the model writes in one answer.")
+
+
+DEFAULT_LIMITS = ModelLimits(context_window=128_000, max_output=16_384)
+
+
+def normalise(model: str) -> str:
+    """`openai/gpt-4o` (routers) -> `gpt-4o`; `ft:gpt-4-0613:org::id` (fine-tunes) -> `gpt-4-0613`."""
+    name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith("ft:"):
+        name = name[3:].split(":", 1)[0]
+    return name
+
+
+class ModelTable:
+    """Looks a model up by its longest matching name prefix; unknown models get the default limits."""
+
+    def __init__(self, entries: Mapping[str, ModelLimits], default: ModelLimits = DEFAULT_LIMITS) -> None:
+        self._entries = {k.lower(): v for k, v in entries.items()}
+        # Longest first, so gpt-4o-mini wins over gpt-4o and gpt-4.
+        self._prefixes = sorted(self._entries, key=len, reverse=True)
+        self.default = default
+
+    @classmethod
+    def packaged(
+        cls, overrides: Mapping[str, ModelLimits] | None = None, default: ModelLimits = DEFAULT_LIMITS
+    ) -> ModelTable:
+        data = json.loads(files("strategies").joinpath("data/models.json").read_text())
+        entries = {name: ModelLimits(**limits) for name, limits in data["models"].items()}
+        return cls({**entries, **(overrides or {})}, default)
+
+    def lookup(self, model: str) -> ModelLimits:
+        name = normalise(model)
+        for prefix in self._prefixes:
+            if name.startswith(prefix):
+                return self._entries[prefix]
+        return self.default
