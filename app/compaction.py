@@ -94,9 +94,10 @@ class Compactor:
     async def compact(self, raw: bytes, header: str | None, *, trace: bool = False) -> Compacted:
         chain = self.chain_for(header)
         # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
-        return await anyio.to_thread.run_sync(self._compact, raw, chain, trace)
+        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace)
 
-    def _compact(self, raw: bytes, chain: Chain, trace: bool) -> Compacted:
+    def compact_sync(self, raw: bytes, chain: Chain, trace: bool = False) -> Compacted:
+        """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body."""
         body, stdlib = parse_chat_body(raw)
         messages = body["messages"]
         model = body.get("model")

@@ -63,11 +63,12 @@ class TokenCounter:
             return 0
         encoding = self._encodings.get(encoding_for_model(model))
         legacy = encoding.name == "cl100k_base"
-        count = 0
+        count = functions = 0
         for tool in tools:
             function = tool.get("function") if isinstance(tool, dict) else None
             if not isinstance(function, dict):
                 continue
+            functions += 1
             count += FUNC_INIT_CL100K if legacy else FUNC_INIT
             description = str(function.get("description", "")).removesuffix(".")
             count += len(encoding.encode(f"{function.get('name', '')}:{description}", disallowed_special=()))
@@ -85,7 +86,7 @@ class TokenCounter:
                     p_desc = str(spec.get("description", "")).removesuffix(".")
                     line = f"{key}:{spec.get('type', '')}:{p_desc}"
                     count += len(encoding.encode(line, disallowed_special=()))
-        return count + FUNC_END
+        return count + FUNC_END if functions else 0
 
     def _count_cached(self, message: Message, encoding_name: str) -> int:
         key = hashlib.blake2b(message_bytes(message), digest_size=16).digest() + encoding_name.encode()

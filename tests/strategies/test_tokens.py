@@ -10,7 +10,7 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[import-untyped]
 
-from strategies import TokenCounter, encoding_for_model
+from strategies import Context, TokenCounter, encoding_for_model
 from strategies.encodings import Encodings
 from tests.factories import call, result, user
 
@@ -179,3 +179,47 @@ def test_a_lone_surrogate_is_counted_as_tiktoken_counts_it(counter: TokenCounter
     # with the stdlib (app/jsonbody.py) and hands them to the chain, which counts tokens first.
     # tiktoken encodes a lone surrogate as U+FFFD.
     assert counter.count_messages([user("a\ud83db")], "gpt-4o") == counter.count_messages([user("a\ufffdb")], "gpt-4o")
+
+
+WEATHER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_weather",
+            "description": "Get the current weather in a given location",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                    "unit": {
+                        "type": "string",
+                        "description": "The unit of temperature to return",
+                        "enum": ["celsius", "fahrenheit"],
+                    },
+                },
+                "required": ["location"],
+            },
+        },
+    }
+]
+WEATHER_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant that can answer to questions about the weather."},
+    {"role": "user", "content": "What's the weather like in San Francisco?"},
+]
+
+
+# The cookbook's "Counting tokens for chat completions with tool calls" example, as the API counted it.
+@pytest.mark.parametrize(
+    ("model", "tokens"), [("gpt-3.5-turbo", 105), ("gpt-4", 105), ("gpt-4o", 101), ("gpt-4o-mini", 101)]
+)
+def test_tool_definitions_count_as_the_cookbook_publishes(counter: TokenCounter, model: str, tokens: int) -> None:
+    ctx = Context(model=model, tokens=counter, request={"tools": WEATHER_TOOLS})
+    assert ctx.count_request(WEATHER_MESSAGES) == tokens
+    assert ctx.count_request(WEATHER_MESSAGES) - ctx.count(WEATHER_MESSAGES) == counter.count_tools(
+        WEATHER_TOOLS, model
+    )
+
+
+@pytest.mark.parametrize("tools", [None, [], "not a list", [{"type": "custom"}], [{"function": "broken"}]])
+def test_absent_or_odd_tool_definitions_count_nothing_and_never_raise(counter: TokenCounter, tools: object) -> None:
+    assert counter.count_tools(tools, "gpt-4o") == 0

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that measure and print. Never part of the tests' assertions."""

@@ -1,0 +1,132 @@
+"""How long compaction takes on a big agent history, cold and with warm token-count caches.
+
+    python -m bench.speed                       # 1,000 messages, about 2 MB, pinned to one core
+    python -m bench.speed --messages 40 --repeat 3   # smoke size
+
+Measures the proxy's whole per-request CPU path (parse the body, run the chain, count tokens before and
+after, serialise) with the default chain of the default settings, plus raw token-counting throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from typing import Any
+
+from app.compaction import Compactor
+from app.settings import Settings
+from strategies import Encodings, ModelTable, Registry, TokenCounter
+
+Message = dict[str, Any]
+
+
+def agent_history(messages: int, total_chars: int, seed: int = 7) -> list[Message]:
+    """A coding agent's request: the task, then tool calls whose outputs look like file reads, test
+    logs, JSON and diffs, sized so the whole history is about `total_chars`.
+    """
+    rng = random.Random(seed)
+    calls = max(1, (messages - 2) // 2)
+    per_output = max(50, total_chars // calls)
+    history: list[Message] = [
+        {"role": "system", "content": "You are a coding agent working in a Python repository."},
+        {"role": "user", "content": "The CI is red: fix the failing tests in the payments service."},
+    ]
+    kinds = ["read_file", "run_tests", "search", "git_diff"]
+    for i in range(calls):
+        kind = rng.choice(kinds)
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i:04d}",
+                        "type": "function",
+                        "function": {
+                            "name": kind,
+                            "arguments": json.dumps({"path": f"src/pay/m{rng.randrange(60)}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
+        history.append({"role": "tool", "tool_call_id": f"call_{i:04d}", "content": _output(kind, per_output, rng)})
+    return history
+
+
+def _output(kind: str, size: int, rng: random.Random) -> str:
+    lines: list[str] = []
+    while sum(len(line) + 1 for line in lines) < size:
+        n = len(lines)
+        if kind == "read_file":
+            lines.append(f"{n + 1:4d}  def handler_{rng.randrange(999)}(event, amount_cents={rng.randrange(10**6)}):")
+        elif kind == "run_tests":
+            lines.append(
+                f"tests/test_pay.py::test_case_{n} {'PASSED' if rng.random() < 0.9 else 'FAILED'} [{n % 100}%]"
+            )
+        elif kind == "search":
+            lines.append(
+                json.dumps({"file": f"src/pay/m{rng.randrange(60)}.py", "line": rng.randrange(900), "hit": "refund"})
+            )
+        else:
+            lines.append(f"{rng.choice('+- ')} amount = Decimal('{rng.randrange(10**5)}.{rng.randrange(100):02d}')")
+    return "\n".join(lines)[:size]
+
+
+def measure(args: argparse.Namespace) -> None:
+    settings = Settings()
+    registry = Registry.with_plugins()
+    models = ModelTable.packaged()
+    encodings = Encodings()
+    encodings.get("o200k_base")  # loading the rank file is start-up cost, not per-request cost
+    history = agent_history(args.messages, args.chars)
+    body = json.dumps({"model": "gpt-4o", "messages": history}).encode()
+    grown = json.dumps({"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "And now?"}]}).encode()
+    print(f"history: {len(history)} messages, {len(body) / 1e6:.2f} MB, chain: {settings.default_strategies}")
+
+    def compactor() -> Compactor:
+        counter = TokenCounter(encodings, cache_size=settings.token_cache_size)
+        return Compactor(registry, counter, models, settings.default_strategies, settings.strategies)
+
+    def timed(c: Compactor, raw: bytes) -> float:
+        started = time.perf_counter()
+        c.compact_sync(raw, c.default_chain)
+        return (time.perf_counter() - started) * 1000
+
+    cold = [timed(compactor(), body) for _ in range(args.repeat_cold)]
+    warm_compactor = compactor()
+    timed(warm_compactor, body)
+    warm = [timed(warm_compactor, body) for _ in range(args.repeat)]
+    grown_ms = [timed(warm_compactor, grown) for _ in range(args.repeat)]
+    result = warm_compactor.compact_sync(body, warm_compactor.default_chain).result
+    print(f"tokens before -> after: {result.tokens_before} -> {result.tokens_after}")
+    print(f"cold caches:              median {statistics.median(cold):8.1f} ms  (n={len(cold)})")
+    print(f"warm caches, same request: median {statistics.median(warm):7.1f} ms  max {max(warm):.1f} ms")
+    print(f"warm caches, one new msg:  median {statistics.median(grown_ms):7.1f} ms  max {max(grown_ms):.1f} ms")
+
+    counter = TokenCounter(encodings)
+    started = time.perf_counter()
+    tokens = counter.count_messages(history, "gpt-4o")
+    seconds = time.perf_counter() - started
+    print(f"counting throughput (cold): {tokens / seconds / 1e6:.2f} M tokens/s, {len(body) / seconds / 1e6:.1f} MB/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--chars", type=int, default=2_000_000, help="total characters of tool output")
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--repeat-cold", type=int, default=5)
+    parser.add_argument("--all-cores", action="store_true", help="do not pin the process to one core")
+    args = parser.parse_args()
+    if not args.all_cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    measure(args)
+
+
+if __name__ == "__main__":
+    main()
