@@ -78,7 +78,7 @@ def _output(kind: str, size: int, rng: random.Random) -> str:
 
 
 def measure(args: argparse.Namespace) -> None:
-    settings = Settings()
+    settings = Settings(**({"default_strategies": args.chain} if args.chain else {}))
     registry = Registry.with_plugins()
     models = ModelTable.packaged()
     encodings = Encodings()
@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=2_000_000, help="total characters of tool output")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--repeat-cold", type=int, default=5)
+    parser.add_argument("--chain", help="chain to measure (default: the default settings' default chain)")
     parser.add_argument("--all-cores", action="store_true", help="do not pin the process to one core")
     args = parser.parse_args()
     if not args.all_cores and hasattr(os, "sched_setaffinity"):

@@ -54,12 +54,15 @@ class Context:
         return self.count(messages) + self.tokens.count_tools(self.request.get("tools"), self.model)
 
     def output_reserve(self) -> int:
-        """Tokens the answer may take: the request's max_completion_tokens / max_tokens, else the model's."""
+        """Tokens the answer may take: the request's max_completion_tokens / max_tokens, else the model's
+        maximum output, capped at half the context window (some models list max_output = context_window,
+        which would leave no room for any prompt).
+        """
         for key in ("max_completion_tokens", "max_tokens"):
             value = self.request.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
-        return self.limits.max_output
+        return min(self.limits.max_output, self.limits.context_window // 2)
 
     def report(self, **details: Any) -> None:
         self.details.update(details)

@@ -10,12 +10,30 @@ from pydantic import ValidationError
 
 from .base import Params, Strategy
 from .chain_syntax import StepSpec
+from .clear_tool_uses import ClearToolUses
+from .dedupe import Dedupe
+from .fit import Fit
+from .middle_out import MiddleOut
+from .minify import Minify
 from .none import Noop
 from .prune_tool_outputs import PruneToolOutputs
 from .shorten_tools import ShortenTools
+from .trim_bulky import TrimBulky
+from .window import Window
 
 ENTRY_POINT_GROUP = "compaction_proxy.strategies"
-BUILTINS: tuple[type[Strategy[Any]], ...] = (Noop, ShortenTools, PruneToolOutputs)
+BUILTINS: tuple[type[Strategy[Any]], ...] = (
+    Noop,
+    ShortenTools,
+    PruneToolOutputs,
+    Window,
+    TrimBulky,
+    Fit,
+    MiddleOut,
+    ClearToolUses,
+    Minify,
+    Dedupe,
+)
 
 
 class StrategyError(ValueError):

@@ -53,14 +53,24 @@ def find_pairs(messages: list[Message]) -> list[ToolPair]:
     return pairs
 
 
-def call_arguments(message: Message, call_id: str | None) -> str | None:
-    """The JSON argument string of one call of an assistant message, if it has one."""
+def _call_field(message: Message, call_id: str | None, field: str) -> str | None:
+    """A string field (name, arguments) of one call of an assistant message; call_id None: function_call."""
     if call_id is None:
         function = message.get("function_call")
     else:
         function = next((c.get("function") for c in tool_calls_of(message) if c.get("id") == call_id), None)
-    arguments = function.get("arguments") if isinstance(function, dict) else None
-    return arguments if isinstance(arguments, str) else None
+    value = function.get(field) if isinstance(function, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def call_arguments(message: Message, call_id: str | None) -> str | None:
+    """The JSON argument string of one call of an assistant message, if it has one."""
+    return _call_field(message, call_id, "arguments")
+
+
+def call_name(message: Message, call_id: str | None) -> str:
+    """The function name of one call of an assistant message ('' when it has none)."""
+    return _call_field(message, call_id, "name") or ""
 
 
 def with_arguments(message: Message, arguments: dict[str | None, str]) -> Message:

@@ -99,11 +99,11 @@ def test_example_config_lists_every_strategy_parameter_with_its_default() -> Non
         table = tables.get(strategy.name)
         assert table is not None, f"config.example.toml has no [strategies.{strategy.name}] table"
         assert set(table) == set(fields), f"[strategies.{strategy.name}]: keys differ from the parameters"
-        registry.params_for(strategy.name, table)  # the example values are valid
+        params = registry.params_for(strategy.name, table)  # the example values are valid
         for name, field in fields.items():
             # A parameter whose default is "unset" (None) shows an example value instead.
             if field.default is not None:
-                assert table[name] == field.default, f"{strategy.name}.{name}: the example's value is not the default"
+                assert getattr(params, name) == field.default, f"{strategy.name}.{name}: not the default"
     assert set(tables) <= {s.name for s in BUILTINS}
 
 

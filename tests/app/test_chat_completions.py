@@ -134,7 +134,7 @@ def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI
 @pytest.mark.parametrize(
     ("header", "code", "mentions"),
     [
-        ("shorten_tool", "unknown_strategy", "valid strategies: none, prune_tool_outputs, shorten_tools"),
+        ("shorten_tool", "unknown_strategy", "valid strategies: clear_tool_uses, dedupe, fit"),
         ("shorten_tools(bogus=1)", "unknown_parameter", "valid parameters: full_tool_calls"),
         ("prune_tool_outputs(max_chars=-5)", "invalid_parameter", "max_chars"),
         ("shorten_tools(full_tool_outputs=3", "invalid_strategy_header", "missing ')'"),

@@ -23,7 +23,7 @@ def test_parse_raises_syntax_and_strategy_errors(registry: Registry) -> None:
     with pytest.raises(ChainSyntaxError):
         Chain.parse("shorten_tools(", registry)
     with pytest.raises(StrategyError):
-        Chain.parse("middle_out", registry)
+        Chain.parse("no_such_strategy", registry)
 
 
 def test_run_applies_the_steps_in_order_and_counts_tokens(registry: Registry, ctx: Context) -> None:

@@ -1,0 +1,156 @@
+"""Anthropic's clear_tool_uses context edit on any upstream: past a token trigger, old tool results become
+placeholders. What to clear is decided by replaying the conversation, so nothing is stored between requests
+and the requests of a growing conversation share their compacted prefix until the next clearing.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Context, Message, Params, Strategy
+from .content import short_hash, text_of, with_text
+from .tool_pairs import ToolPair, call_arguments, call_name, find_pairs, with_arguments
+
+# The smallest valid JSON object: OpenAI expects the arguments to parse as one.
+ARGUMENTS_STUB = "{}"
+
+
+class ClearToolUsesParams(Params):
+    trigger: int = Field(
+        100_000, ge=0, description="Prompt tokens (messages plus tool definitions) above which clearing starts."
+    )
+    keep: int = Field(3, ge=0, description="Newest tool uses (call and result) that are never cleared.")
+    clear_at_least: int = Field(
+        0, ge=0, description="Tokens a clearing must free; a smaller clearing is not done (yet)."
+    )
+    exclude_tools: tuple[str, ...] = Field((), description="Tool names whose uses are never cleared.")
+    clear_tool_inputs: bool | tuple[str, ...] = Field(
+        False,
+        description="Also replace the arguments of cleared calls by {}: true for every tool, or a list of tool names.",
+    )
+
+
+def placeholder(name: str, result: str, arguments: str | None) -> str:
+    """What the model reads instead of a cleared result: the tool, and the size and hash of what went."""
+    text = f"[cleared: result of tool {name or '?'}, {len(result)} chars, sha256 {short_hash(result)}"
+    if arguments is not None:
+        text += f"; arguments {len(arguments)} chars, sha256 {short_hash(arguments)}"
+    return text + "]"
+
+
+class _Replay:
+    """The clearing decisions of every earlier request of this conversation, remade in one pass.
+
+    Tool uses leave the keep window one by one as newer results arrive; an eligible one that would save
+    tokens joins `pending` with its gain. At each checkpoint (after a tool result, before an assistant
+    message, i.e. where an earlier request ended, and at the end) the running prompt total, with the
+    clearing so far applied, is compared with the trigger; past it, all pending uses are cleared at once if
+    together they free clear_at_least tokens. Every count is of one message (cached by the TokenCounter),
+    so a conversation of n messages costs O(n) counts, not O(n^2).
+    """
+
+    def __init__(self, messages: list[Message], ctx: Context, params: ClearToolUsesParams) -> None:
+        self.messages = messages
+        self.ctx = ctx
+        self.params = params
+        self.out = list(messages)
+        self.pending: list[tuple[ToolPair, Message]] = []  # uses to clear next, with their new result
+        self.pending_gain = 0
+        # Per assistant message whose call arguments are (or are about to be) stubbed: the ids stubbed, the
+        # message with all of them stubbed, and the tokens that version saves against self.out.
+        self.stubbed: dict[int, dict[str | None, str]] = {}
+        self.stubbed_call: dict[int, Message] = {}
+        self.call_gain: dict[int, int] = {}
+        self.cleared = 0
+        self.cleared_tokens = 0
+
+    def run(self) -> list[Message]:
+        pairs = find_pairs(self.messages)
+        if not pairs:
+            return self.out
+        p = self.params
+        use_at = {pair.result_index: n for n, pair in enumerate(pairs)}
+        total = self.ctx.count_request([])  # reply priming and tool definitions
+        leaving = 0  # the oldest tool use still inside the keep window
+        last = len(self.messages) - 1
+        # Every message this pass changes lies before the current index, so the originals are counted here.
+        for index, message in enumerate(self.messages):
+            total += self.ctx.count_message(message)
+            n = use_at.get(index)
+            if n is not None:
+                while leaving <= n - p.keep:
+                    self._consider(pairs[leaving])
+                    leaving += 1
+            elif index < last and self.messages[index + 1].get("role") != "assistant":
+                continue  # no request ended here
+            if total > p.trigger and self.pending and self.pending_gain >= p.clear_at_least:
+                total -= self._clear()
+        return self.out
+
+    def _clears_inputs(self, name: str) -> bool:
+        wanted = self.params.clear_tool_inputs
+        return wanted if isinstance(wanted, bool) else name in wanted
+
+    def _consider(self, pair: ToolPair) -> None:
+        """Queue a tool use that left the keep window, unless it is excluded or clearing it saves nothing."""
+        count = self.ctx.count_message
+        name = call_name(self.messages[pair.call_index], pair.call_id)
+        if name in self.params.exclude_tools:
+            return
+        arguments = call_arguments(self.messages[pair.call_index], pair.call_id)
+        if not (self._clears_inputs(name) and arguments is not None and len(arguments) > len(ARGUMENTS_STUB)):
+            arguments = None
+        result = self.messages[pair.result_index]
+        content = result.get("content")
+        new_result = {**result, "content": with_text(content, placeholder(name, text_of(content), arguments))}
+        gain = count(result) - count(new_result)
+        if arguments is None:
+            if gain > 0:
+                self._queue(pair, new_result, gain)
+            return
+        # Stubbing is measured on the whole assistant message, which may hold other (parallel) calls.
+        at = pair.call_index
+        stubbed = {**self.stubbed.get(at, {}), pair.call_id: ARGUMENTS_STUB}
+        new_call = with_arguments(self.messages[at], stubbed)
+        call_gain = count(self.out[at]) - count(new_call)
+        gain += call_gain - self.call_gain.get(at, 0)
+        if gain > 0:
+            self.stubbed[at], self.stubbed_call[at], self.call_gain[at] = stubbed, new_call, call_gain
+            self._queue(pair, new_result, gain)
+
+    def _queue(self, pair: ToolPair, new_result: Message, gain: int) -> None:
+        self.pending.append((pair, new_result))
+        self.pending_gain += gain
+
+    def _clear(self) -> int:
+        """Apply every pending clearing; returns the tokens it freed."""
+        for pair, new_result in self.pending:
+            self.out[pair.result_index] = new_result
+        for at, new_call in self.stubbed_call.items():
+            self.out[at] = new_call
+            self.call_gain[at] = 0
+        gained = self.pending_gain
+        self.cleared += len(self.pending)
+        self.cleared_tokens += gained
+        self.pending, self.stubbed_call, self.pending_gain = [], {}, 0
+        return gained
+
+
+class ClearToolUses(Strategy[ClearToolUsesParams]):
+    """Once the prompt passes `trigger` tokens, the oldest tool results (all but the newest `keep` tool
+    uses, and none of `exclude_tools`) become a placeholder naming the tool with the result's size and
+    hash; the message keeps its role and tool_call_id. With clear_tool_inputs the call's arguments become
+    `{}` (id and name kept). Decided oldest first, at every tool result and every earlier request, as if
+    each had been compacted the same way, so the cleared set only grows, in steps of at least
+    clear_at_least tokens, and requests in between share their compacted prefix.
+    """
+
+    name = "clear_tool_uses"
+    params_model = ClearToolUsesParams
+    summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        replay = _Replay(messages, ctx, self.params)
+        out = replay.run()
+        ctx.report(cleared_tool_uses=replay.cleared, cleared_tokens=replay.cleared_tokens)
+        return out

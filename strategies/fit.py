@@ -1,0 +1,52 @@
+"""The recipe's assembly step: the pinned messages, then as many of the newest whole units as fit a total."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Context, Message, Params, Strategy
+from .budget import Layout, default_total
+
+
+class FitParams(Params):
+    total: int | None = Field(
+        None,
+        ge=0,
+        description="Prompt tokens of the whole request (messages, tools, reply priming) "
+        "(default: the context window minus the output reserve and a 2% safety margin).",
+    )
+    reserve: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens kept free for the answer when total is not set; ignored when it is "
+        "(default: the request's max_completion_tokens / max_tokens, else the model's max output, "
+        "at most half the context window).",
+    )
+
+
+class Fit(Strategy[FitParams]):
+    """Pinned units always go in; then non-pinned units newest first while the request stays within total,
+    stopping at the first that does not fit, so what is dropped is one block of the oldest.
+    """
+
+    name = "fit"
+    params_model = FitParams
+    summary = "Keep the pinned messages and the newest whole units that fit the request into a token total."
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        p = self.params
+        total = p.total if p.total is not None else default_total(ctx, p.reserve)
+        layout = Layout.of(messages, ctx)
+        keep = set(layout.pinned)
+        tokens = layout.cost(keep)
+        overflow = tokens > total
+        removable = layout.removable
+        if not overflow:
+            for position in reversed(removable):
+                if tokens + layout.tokens[position] > total:
+                    break
+                keep.add(position)
+                tokens += layout.tokens[position]
+        dropped = len(layout.units) - len(keep)
+        ctx.report(total=total, kept_units=len(keep) - len(layout.pinned), dropped_units=dropped, overflow=overflow)
+        return list(messages) if not dropped else layout.gather(keep)

@@ -1,0 +1,107 @@
+"""The long-chat recipe's stub for bulky old assistant output: search results, option lists, quotes."""
+
+from __future__ import annotations
+
+import regex
+from pydantic import Field, field_validator
+
+from .base import Context, Message, Params, Strategy
+from .content import text_of, with_text
+
+DEFAULT_PATTERNS = ("^Search results:", "^Train options", "^Quotes for")
+# Patterns can come from a request header, so a catastrophic one must not hold a worker thread: a search
+# that takes longer than this counts as no match.
+SEARCH_TIMEOUT_SECONDS = 0.05
+
+
+class TrimBulkyParams(Params):
+    patterns: tuple[str, ...] = Field(
+        DEFAULT_PATTERNS,
+        description="Regular expressions searched (re.search) in the first line of an assistant message; "
+        "a match marks the message as bulky.",
+    )
+    keep_last: int = Field(
+        2, ge=0, description="Newest answered user turns whose assistant messages are never trimmed."
+    )
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                regex.compile(pattern)
+            except regex.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
+
+
+def protected_from(messages: list[Message], keep_last: int) -> int:
+    """Index of the first message of the last `keep_last` user/assistant pairs.
+
+    A pair starts at a user message that an assistant message answers (before the next user message), so
+    a trailing question with no answer yet is no pair. With fewer pairs than keep_last, everything is
+    protected (0); with keep_last 0, nothing is (len(messages)).
+    """
+    if keep_last == 0:
+        return len(messages)
+    answered: list[int] = []
+    asking: int | None = None
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "user":
+            asking = index
+        elif role == "assistant" and asking is not None:
+            answered.append(asking)
+            asking = None
+    return answered[-keep_last] if len(answered) >= keep_last else 0
+
+
+def stub(text: str, patterns: list[regex.Pattern[str]]) -> str | None:
+    """The one-line stub for a bulky text, or None when no pattern matches or nothing follows the first line.
+
+    N counts the non-blank lines after the first, so blank separators and a trailing newline are not options.
+    The stub is used even when longer than a tiny original: the recipe's format is what the model expects.
+    """
+    first, _, rest = text.partition("\n")
+    first = first.removesuffix("\r")
+    if not any(pattern.search(first, timeout=SEARCH_TIMEOUT_SECONDS) for pattern in patterns):
+        return None
+    label = first.strip().removesuffix(":").rstrip()
+    options = sum(1 for line in rest.split("\n") if line.strip())
+    return f"[{label} ({options} options) shown to the user; omitted]" if options else None
+
+
+class TrimBulky(Strategy[TrimBulkyParams]):
+    """An assistant text reply (no tool calls) whose first line matches a pattern, older than the last
+    keep_last user/assistant pairs, becomes `[<first line without its colon> (N options) shown to the user;
+    omitted]`. Everything else is forwarded byte-identical.
+    """
+
+    name = "trim_bulky"
+    params_model = TrimBulkyParams
+    summary = "Replace bulky old assistant output (search results, option lists, quotes) by a one-line stub."
+
+    def __init__(self, params: TrimBulkyParams) -> None:
+        super().__init__(params)
+        self._patterns = [regex.compile(pattern) for pattern in params.patterns]
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        out = list(messages)
+        trimmed = saved = timeouts = 0
+        for index in range(protected_from(messages, self.params.keep_last)):
+            message = messages[index]
+            if message.get("role") != "assistant" or "tool_calls" in message or "function_call" in message:
+                continue
+            content = message.get("content")
+            try:
+                short = stub(text_of(content), self._patterns)
+            except TimeoutError:
+                timeouts += 1
+                continue
+            if short is None:
+                continue
+            out[index] = {**message, "content": with_text(content, short)}
+            trimmed += 1
+            saved += ctx.count_message(message) - ctx.count_message(out[index])
+        ctx.report(trimmed_messages=trimmed, trimmed_tokens=saved, pattern_timeouts=timeouts)
+        return out

@@ -1,0 +1,96 @@
+"""The recipe's kept turns: the newest whole units within a token budget, cut back in steps (hysteresis).
+
+A boundary that moves with every new message re-bills the whole prefix after it at the provider. Here the
+cut point moves only when the kept part outgrows the budget, and then far enough back (to budget *
+low_water) that many later requests fit before it moves again. Without state: the cut points are found
+by replaying the conversation from its start, so every request of a conversation finds the same ones.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from pydantic import Field
+
+from .base import Context, Message, Params, Strategy
+from .budget import Layout, default_total
+
+# What the default budget leaves for the last user message when it is not yet known how long the next one
+# is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
+QUESTION_ALLOWANCE_PERCENT = 5
+
+
+class WindowParams(Params):
+    budget: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens the kept non-pinned units may take (default: fit's default total minus the tools, "
+        "the system/developer messages, the first unit and room for the last user message).",
+    )
+    low_water: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="When the kept units outgrow budget, the oldest are cut until they take at most "
+        "budget * low_water (1: a sliding window that moves with every request).",
+    )
+
+
+class Window(Strategy[WindowParams]):
+    """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into
+    a kept part; whenever the kept part exceeds budget, its oldest whole units are cut until it is at most
+    budget * low_water. The result is the pinned units plus what is kept at the end of the replay.
+
+    The unit of the last user message takes part in the replay like any other (and is forwarded even if
+    the replay cut it), so the replay of a request is exactly the start of the next request's replay, and
+    consecutive requests share their compacted prefix byte for byte until the next cut.
+    """
+
+    name = "window"
+    params_model = WindowParams
+    summary = "Keep the newest whole units within a token budget, cutting back to budget * low_water (cache-aware)."
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        layout = Layout.of(messages, ctx)
+        unit_of = {i: position for position, unit in enumerate(layout.units) for i in unit.indices}
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        first, last = (unit_of[users[0]], unit_of[users[-1]]) if users else (None, None)
+        # Pinned for the whole conversation: system/developer messages and the first unit. The last user
+        # message's unit is pinned only until the next user message arrives, so it is replayed as well.
+        steady = layout.pinned if last is None or last == first else layout.pinned - {last}
+        question = {last} if last is not None and last not in steady else set()
+
+        budget = self.params.budget
+        details: dict[str, bool] = {}
+        if budget is None:
+            total = default_total(ctx)
+            allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
+            budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
+            details["overflow"] = layout.cost(steady | question) > total
+        low = int(budget * self.params.low_water)
+
+        kept: deque[int] = deque()
+        unit_tokens: dict[int, int] = {}  # each kept unit's messages replayed so far
+        total_kept = cuts = 0
+        cut: set[int] = set()
+        for index, tokens in enumerate(layout.message_tokens):
+            position = unit_of[index]
+            if position in steady or position in cut:  # a unit is cut whole, also its messages still to come
+                continue
+            if position not in unit_tokens:
+                kept.append(position)
+                unit_tokens[position] = 0
+            unit_tokens[position] += tokens
+            total_kept += tokens
+            if total_kept > budget:
+                cuts += 1
+                while total_kept > low:
+                    oldest = kept.popleft()
+                    total_kept -= unit_tokens.pop(oldest)
+                    cut.add(oldest)
+
+        kept_units, cut_units = len(set(kept) - question), len(cut - question)
+        ctx.report(budget=budget, kept_units=kept_units, cut_units=cut_units, cuts=cuts, **details)
+        if not cut_units:
+            return list(messages)
+        return layout.gather(steady | question | set(kept))
