@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .models import DEFAULT_LIMITS, ModelLimits
 
+REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (OpenAI's cookbook)
+
 if TYPE_CHECKING:
     from .tokens import TokenCounter
 
@@ -41,13 +43,23 @@ class Context:
     limits: ModelLimits = DEFAULT_LIMITS
     # What the running step reports for the stats (e.g. overflow); Chain.run collects it per step.
     details: dict[str, Any] = field(default_factory=dict)
+    # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
+    # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
+    # cannot be reused.
+    _counted: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
 
     def count(self, messages: list[Message]) -> int:
         """Prompt tokens of these messages (with the reply priming), without the tool definitions."""
-        return self.tokens.count_messages(messages, self.model)
+        return REPLY_PRIMING + sum(self.count_message(m) for m in messages)
 
     def count_message(self, message: Message) -> int:
-        return self.tokens.count_message(message, self.model)
+        """One message with its per-message overhead, without the reply priming."""
+        seen = self._counted.get(id(message))
+        if seen is not None and seen[0] is message:
+            return seen[1]
+        count = self.tokens.count_message(message, self.model)
+        self._counted[id(message)] = (message, count)
+        return count
 
     def count_request(self, messages: list[Message]) -> int:
         """Prompt tokens of the whole request: messages plus the `tools` definitions."""

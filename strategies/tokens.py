@@ -7,14 +7,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .base import Message
+from .base import REPLY_PRIMING, Message
 from .content import message_bytes, text_of
 from .encodings import Encodings
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken") for current chat models.
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
-REPLY_PRIMING = 3
 # The cookbook's constants for tool definitions (gpt-4o family; gpt-4 and gpt-3.5 start functions at 10).
 FUNC_INIT, FUNC_INIT_CL100K, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 10, 3, 3, -3, 3, 12
 
