@@ -9,9 +9,11 @@ from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
+from uvicorn.config import STARTUP_FAILURE
 
 from .logs import configure_logging
 from .main import ConfigError, create_app
+from .server import DrainingServer, exit_cleanly_after_drain
 from .settings import Settings
 
 
@@ -29,6 +31,7 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
     )
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", choices=["json", "text"], help="json (default) or text")
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
 
@@ -46,13 +49,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"compaction-proxy: invalid settings:\n{describe(exc)}")
     except (ConfigError, ValueError) as exc:
         sys.exit(f"compaction-proxy: invalid settings: {exc}")
-    configure_logging(settings.log_level)
-    uvicorn.run(
+    configure_logging(settings.log_level, settings.log_format)
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # None: uvicorn's own lines go through our handler, as JSON with the request id like the rest.
+        log_config=None,
         # Our own log lines carry no query strings; some clients put keys there.
         access_log=False,
         server_header=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
+    exit_cleanly_after_drain()
+    server = DrainingServer(config, app.state.readiness)
+    # As uvicorn.run does: Ctrl-C is a normal way to stop; a server that never started (its lifespan
+    # start-up failed) is a failure.
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)

@@ -58,8 +58,13 @@ class Compactor:
         models: ModelTable,
         default_chain: str,
         configured: Mapping[str, Mapping[str, Any]],
+        *,
+        fail_open: bool = True,
     ) -> None:
-        """Raises ValueError, naming the setting, when the configured chain or parameters are invalid."""
+        """Raises ValueError, naming the setting, when the configured chain or parameters are invalid.
+
+        fail_open: when a strategy raises, forward the request uncompacted (True) or answer 500 (False).
+        """
         for name, params in configured.items():
             try:
                 registry.params_for(name, params)
@@ -73,6 +78,7 @@ class Compactor:
         self.counter = counter
         self.models = models
         self.configured = configured
+        self.fail_open = fail_open
 
     def chain_for(self, header: str | None) -> Chain:
         if header is None:
@@ -111,6 +117,15 @@ class Compactor:
         try:
             result = chain.run(messages, ctx, trace=trace)
         except Exception:
+            if not self.fail_open:
+                logger.exception("strategy chain %s failed; answering 500", chain.spec)
+                raise ApiError(
+                    500,
+                    f"Compaction failed: the strategy chain {chain.spec!r} raised an error. "
+                    "Send 'X-Compaction-Strategies: none' to skip compaction.",
+                    type="server_error",
+                    code="compaction_failed",
+                ) from None
             # Fail open: a strategy bug must not cost the user their request.
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,6 +20,7 @@ class ApiError(Exception):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -25,16 +28,25 @@ class ApiError(Exception):
         self.type = type
         self.param = param
         self.code = code
+        self.headers = headers
 
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, type=self.type, param=self.param, code=self.code)
+        return error_response(
+            self.status, self.message, type=self.type, param=self.param, code=self.code, headers=self.headers
+        )
 
 
 def error_response(
-    status: int, message: str, *, type: str, param: str | None = None, code: str | None = None
+    status: int,
+    message: str,
+    *,
+    type: str,
+    param: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = {"error": {"message": message, "type": type, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -11,7 +11,8 @@ from .errors import ApiError
 
 
 def parse_chat_body(raw: bytes) -> tuple[dict[str, Any], bool]:
-    """The body as a dict whose `messages` is a list of objects with a string role.
+    """The body as a dict whose `messages` is a list of objects with a string role and whose `stream`,
+    if present, is a boolean or null: the fields the proxy acts on. Everything else is left as it came.
 
     Returns the body and whether the stdlib had to parse it (then it must also write it back).
     """
@@ -40,7 +41,26 @@ def parse_chat_body(raw: bytes) -> tuple[dict[str, Any], bool]:
                 param=f"messages[{index}]",
                 code="invalid_messages",
             )
+    stream = body.get("stream")
+    # OpenAI accepts true, false or null; "yes" or 1 would be read as true by some upstreams and false by others.
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(
+            400,
+            f"Invalid type for 'stream': expected a boolean, but got {_json_type(stream)} instead.",
+            param="stream",
+            code="invalid_type",
+        )
     return body, not strict
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def dump_body(body: dict[str, Any], stdlib: bool) -> bytes:

@@ -6,14 +6,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from strategies import Encodings, ModelLimits, ModelTable, Registry, TokenCounter
 
+from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import install_error_handlers
+from .metrics import Metrics, MetricsMiddleware
+from .readiness import Readiness
+from .request_id import RequestIdMiddleware
 from .routes import chat, health, passthrough
-from .services import Services
+from .services import Services, authenticate
 from .settings import Settings
 from .upstream import Upstream
 
@@ -27,28 +31,49 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     registry = registry or Registry.with_plugins()
     counter = TokenCounter(Encodings(), cache_size=settings.token_cache_size)
     try:
+        keys = Keys(settings)
+    except OpenRelayError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
         models = ModelTable.packaged(
             settings.models,
             ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output),
         )
-        compactor = Compactor(registry, counter, models, settings.default_strategies, settings.strategies)
+        compactor = Compactor(
+            registry,
+            counter,
+            models,
+            settings.default_strategies,
+            settings.strategies,
+            fail_open=settings.on_strategy_error == "forward",
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    metrics = Metrics()
+    readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        upstream = Upstream(settings)
-        app.state.services = Services(settings, compactor, upstream)
+        upstream = Upstream(settings, keys, metrics)
+        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness)
         # Load the default encoding now rather than on the first request (about 0.3 s).
         await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
+        readiness.start()
         try:
             yield
         finally:
+            readiness.stop()
             await upstream.aclose()
 
     app = FastAPI(title="Compaction Proxy", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
+    app.state.readiness = readiness
     install_error_handlers(app)
-    app.include_router(health.router)
-    app.include_router(chat.router)
-    app.include_router(passthrough.router)  # last: it matches every /v1/* path
+    app.include_router(health.router)  # /healthz, /readyz and /metrics need no key
+    guarded = [Depends(authenticate)]
+    app.include_router(chat.router, dependencies=guarded)
+    app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
+    # Added last, so outermost: every log line of a request, metrics' included, carries its id.
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(RequestIdMiddleware)
     return app

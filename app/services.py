@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from .auth import Keys
 from .compaction import Compactor
+from .metrics import Metrics
+from .readiness import Readiness
 from .settings import Settings
 from .upstream import Upstream
 
@@ -16,8 +19,16 @@ class Services:
     settings: Settings
     compactor: Compactor
     upstream: Upstream
+    keys: Keys
+    metrics: Metrics
+    readiness: Readiness
 
 
 def services(request: Request) -> Services:
     found: Services = request.app.state.services
     return found
+
+
+async def authenticate(request: Request) -> None:
+    """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact."""
+    services(request).keys.check(request.headers.get("authorization"))

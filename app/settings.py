@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from strategies import ModelLimits
 
@@ -39,7 +40,10 @@ class TomlFileSource(PydanticBaseSettingsSource):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="COMPACTION_", extra="forbid", validate_default=True)
+    # hide_input_in_errors: a rejected value may be a key, and validation errors get printed.
+    model_config = SettingsConfigDict(
+        env_prefix="COMPACTION_", extra="forbid", validate_default=True, hide_input_in_errors=True
+    )
 
     config: Path | None = Field(None, description="TOML file with these settings (COMPACTION_CONFIG).")
     host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 to accept other hosts.")
@@ -69,6 +73,45 @@ class Settings(BaseSettings):
     default_max_output: int = Field(16_384, gt=0, description="Max output tokens of models not in the table.")
     token_cache_size: int = Field(100_000, ge=0, description="Messages whose token counts are remembered.")
     log_level: str = Field("info", description="debug, info, warning or error.")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one JSON object per line; text: one human-readable line per record."
+    )
+    # NoDecode: the environment gives a comma-separated list, not JSON (see _key_list).
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Keys clients must send as 'Authorization: Bearer <key>'. Empty: the client's own key "
+        "is passed upstream.",
+    )
+    upstream_api_key: SecretStr = Field(
+        SecretStr(""), description="Key sent upstream instead of the client's; needs api_keys. Empty: none."
+    )
+    allow_unauthenticated: bool = Field(
+        False, description="Start with an upstream_api_key but no api_keys, so anyone who reaches the port uses it."
+    )
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Largest request body accepted (413 above).")
+    on_strategy_error: Literal["forward", "fail"] = Field(
+        "forward",
+        description="When a strategy raises: forward the request uncompacted (fail open) or answer 500 (fail closed).",
+    )
+    shutdown_grace_seconds: int = Field(
+        30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."
+    )
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _key_list(cls, value: Any) -> Any:
+        # COMPACTION_API_KEYS="key1,key2"; a JSON list is accepted too, for keys that contain commas.
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                value = json.loads(text) if text.startswith("[") else text.split(",")
+            except ValueError:
+                raise ValueError("starts with '[' but is not a JSON list of strings") from None
+        if isinstance(value, list):
+            value = [item.strip() if isinstance(item, str) else item for item in value]
+            if any(item == "" for item in value):
+                raise ValueError("must not contain an empty key")
+        return value
 
     @field_validator("upstream_base_url")
     @classmethod

@@ -7,14 +7,19 @@ from collections.abc import AsyncIterator, Sequence
 
 import anyio
 import httpx
+import orjson
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
+from starlette.types import Send
 
+from .auth import Keys
 from .errors import ApiError
 from .headers import RawHeaders, client_response_headers
+from .metrics import Metrics
 from .settings import Settings
 
 logger = logging.getLogger("compaction_proxy.upstream")
+_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 
 class Upstream:
@@ -22,8 +27,10 @@ class Upstream:
     can choose where it is forwarded, so the proxy is never an open relay.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, keys: Keys, metrics: Metrics) -> None:
         self.base_url = settings.upstream_base_url
+        self.keys = keys
+        self.metrics = metrics
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(
                 connect=settings.connect_timeout,
@@ -50,38 +57,104 @@ class Upstream:
         headers: RawHeaders,
         content: bytes | AsyncIterator[bytes] | None,
     ) -> httpx.Response:
-        """Send a request and return the response with its body not yet read."""
+        """Send a request and return the response with its body not yet read.
+
+        The Authorization sent is the one the key mode calls for (see auth.Keys), whatever the route passed.
+        """
         url = f"{self.base_url}/{path}" + (f"?{query}" if query else "")
-        request = self.client.build_request(method, url, headers=headers, content=content)
+        request = self.client.build_request(method, url, headers=self.keys.outgoing(headers), content=content)
         try:
             return await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
+            self.metrics.upstream_error("timeout")
             logger.warning("upstream timeout on %s %s: %s", method, path, type(exc).__name__)
             raise ApiError(
                 504, "The upstream API did not answer in time.", type="upstream_error", code="upstream_timeout"
             ) from None
         except httpx.TransportError as exc:
+            self.metrics.upstream_error("unreachable")
             logger.warning("upstream unreachable on %s %s: %s", method, path, type(exc).__name__)
             raise ApiError(
                 502, "The upstream API could not be reached.", type="upstream_error", code="upstream_unreachable"
             ) from None
 
-
-async def _body(response: httpx.Response) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in response.aiter_raw():
-            yield chunk
-    finally:
-        # Also runs when the client goes away and the stream is cancelled: the upstream connection must
-        # be released now, which a cancelled scope would otherwise skip.
-        with anyio.CancelScope(shield=True):
-            await response.aclose()
+    def relay(
+        self, response: httpx.Response, what: str, extra_headers: Sequence[tuple[bytes, bytes]] = ()
+    ) -> StreamingResponse:
+        """Status, headers and body bytes as the upstream sent them (still compressed, if they were).
+        `what` names the request in log lines ("POST chat/completions"): never a query string.
+        """
+        return Relay(response, what, self.metrics, extra_headers)
 
 
-def relay(response: httpx.Response, extra_headers: Sequence[tuple[bytes, bytes]] = ()) -> StreamingResponse:
-    """Status, headers and body bytes as the upstream sent them (still compressed, if they were)."""
-    streaming = StreamingResponse(
-        _body(response), status_code=response.status_code, background=BackgroundTask(response.aclose)
-    )
-    streaming.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
-    return streaming
+class Relay(StreamingResponse):
+    """Streams an upstream response to the client. If the upstream breaks off mid-body, the client must
+    not be handed something that looks complete: an SSE stream gets an error event in OpenAI's shape (and
+    no [DONE]); any other body is left unfinished, so the server drops the connection mid-message.
+    """
+
+    def __init__(
+        self, response: httpx.Response, what: str, metrics: Metrics, extra_headers: Sequence[tuple[bytes, bytes]]
+    ) -> None:
+        self.upstream = response
+        self.what = what
+        self.metrics = metrics
+        self.complete = True
+        super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(response.aclose))
+        self.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        response = self.upstream
+        sent = 0
+        tail = b""
+        try:
+            async for chunk in response.aiter_raw():
+                sent += len(chunk)
+                tail = (tail + chunk)[-4:]
+                yield chunk
+        except httpx.TransportError as exc:
+            timeout = isinstance(exc, httpx.TimeoutException)
+            self.metrics.upstream_error("timeout" if timeout else "broken_stream")
+            # One line, no traceback: this is the network failing, not the proxy.
+            logger.warning(
+                "upstream %s on %s after %d bytes: %s; the client's response is cut short",
+                "stopped sending (stream idle timeout)" if timeout else "broke off the response",
+                self.what,
+                sent,
+                type(exc).__name__,
+            )
+            if self._can_append_event(sent, tail):
+                yield _error_event(timeout)
+            else:
+                self.complete = False
+        finally:
+            # Also runs when the client goes away and the stream is cancelled: the upstream connection must
+            # be released now, which a cancelled scope would otherwise skip.
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    def _can_append_event(self, sent: int, tail: bytes) -> bool:
+        headers = self.upstream.headers
+        return (
+            headers.get("content-type", "").startswith("text/event-stream")
+            and headers.get("content-encoding", "identity") == "identity"
+            and (sent == 0 or tail.endswith(_EVENT_ENDS))
+        )
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.complete:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # Otherwise return without the final message: the server then closes the connection and the
+        # client sees a truncated body instead of a short one that looks whole.
+
+
+def _error_event(timeout: bool) -> bytes:
+    if timeout:
+        message, code = "The upstream API stopped sending before the response was complete.", "upstream_timeout"
+    else:
+        message, code = "The upstream API broke off the response before it was complete.", "upstream_broken_stream"
+    error = {"message": message, "type": "upstream_error", "param": None, "code": code}
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"

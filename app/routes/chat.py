@@ -7,8 +7,8 @@ from fastapi import APIRouter, Request, Response
 
 from ..compaction import STRATEGIES_HEADER
 from ..headers import upstream_request_headers
+from ..limits import read_body
 from ..services import services
-from ..upstream import relay
 
 router = APIRouter()
 logger = logging.getLogger("compaction_proxy.chat")
@@ -17,7 +17,10 @@ logger = logging.getLogger("compaction_proxy.chat")
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
     svc = services(request)
-    compacted = await svc.compactor.compact(await request.body(), request.headers.get(STRATEGIES_HEADER))
+    raw = await read_body(request, svc.settings.max_body_bytes)
+    # trace: per-step timings for the metrics, at the cost of a token count per step (mostly cache hits).
+    compacted = await svc.compactor.compact(raw, request.headers.get(STRATEGIES_HEADER), trace=True)
+    svc.metrics.compacted(compacted)
     response = await svc.upstream.open(
         "POST",
         "chat/completions",
@@ -31,16 +34,23 @@ async def chat_completions(request: Request) -> Response:
         compacted.result.tokens_before,
         compacted.result.tokens_after,
         response.status_code,
+        extra={
+            "chain": compacted.chain.spec,
+            "tokens_before": compacted.result.tokens_before,
+            "tokens_after": compacted.result.tokens_after,
+            "upstream_status": response.status_code,
+            "fallback": compacted.fallback,
+        },
     )
-    return relay(response, compacted.response_headers())
+    return svc.upstream.relay(response, "POST chat/completions", compacted.response_headers())
 
 
 @router.post("/compact")
 async def compact(request: Request) -> Response:
     """Dry run: what /v1/chat/completions would send upstream, with per-step stats. Nothing is forwarded."""
-    compacted = await services(request).compactor.compact(
-        await request.body(), request.headers.get(STRATEGIES_HEADER), trace=True
-    )
+    svc = services(request)
+    raw = await read_body(request, svc.settings.max_body_bytes)
+    compacted = await svc.compactor.compact(raw, request.headers.get(STRATEGIES_HEADER), trace=True)
     result = compacted.result
     body = {
         "messages": result.messages,

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request, Response
 
 from ..errors import ApiError
 from ..headers import upstream_request_headers
+from ..limits import limited_stream
 from ..services import services
-from ..upstream import relay
 
 router = APIRouter()
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -21,12 +21,16 @@ async def passthrough(path: str, request: Request) -> Response:
     rest = raw_path.removeprefix("/v1/")
     if any(unquote(segment) in (".", "..") for segment in rest.split("/")):
         raise ApiError(400, "Dot segments are not allowed in the path.", code="invalid_path")
+    svc = services(request)
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
-    response = await services(request).upstream.open(
+    # Streamed, never buffered, yet under the same limit: an oversized body is refused before anything goes
+    # upstream when Content-Length announces it, else the upstream request is aborted once it is exceeded.
+    body = limited_stream(request, svc.settings.max_body_bytes) if has_body else None
+    response = await svc.upstream.open(
         request.method,
         rest,
         query=request.url.query,
         headers=upstream_request_headers(request.headers.raw, keep_content_length=True),
-        content=request.stream() if has_body else None,
+        content=body,
     )
-    return relay(response)
+    return svc.upstream.relay(response, f"{request.method} {rest}")

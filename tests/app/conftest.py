@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from app import Settings, create_app
+from strategies import Registry
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
@@ -34,9 +35,9 @@ def start_proxy(standin: StandInUpstream) -> ProxyFactory:
     """Start a proxy on loopback with settings overrides; by default forwarding to the stand-in."""
 
     @contextmanager
-    def start(**overrides: Any) -> Iterator[LoopbackServer]:
+    def start(registry: Registry | None = None, **overrides: Any) -> Iterator[LoopbackServer]:
         settings = Settings(**{"upstream_base_url": f"{standin.url}/v1", **overrides})  # type: ignore[attr-defined]
-        with LoopbackServer(create_app(settings)) as server:
+        with LoopbackServer(create_app(settings, registry=registry)) as server:
             yield server
 
     return start

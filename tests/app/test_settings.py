@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from app import ConfigError, Settings, create_app
 from tests.support.servers import closed_port
@@ -120,3 +121,56 @@ def test_cli_serves(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+UPSTREAM_SECRET = "sk-upstream-SECRET-0123456789"
+
+
+def test_an_upstream_key_without_proxy_keys_stops_create_app() -> None:
+    with pytest.raises(ConfigError, match="api_keys") as raised:
+        create_app(Settings(upstream_api_key=UPSTREAM_SECRET))
+    assert "anyone who can reach the port" in str(raised.value)
+    assert "allow_unauthenticated" in str(raised.value)
+    assert UPSTREAM_SECRET not in str(raised.value)
+    create_app(Settings(upstream_api_key=UPSTREAM_SECRET, api_keys=["sk-proxy-1"]))
+    create_app(Settings(upstream_api_key=UPSTREAM_SECRET, allow_unauthenticated=True))
+
+
+def test_cli_refuses_to_start_as_an_open_relay() -> None:
+    result = run_cli(env={"COMPACTION_UPSTREAM_API_KEY": UPSTREAM_SECRET})
+    assert result.returncode != 0
+    assert "invalid settings" in result.stderr
+    assert "upstream_api_key is set but api_keys is empty" in result.stderr
+    assert UPSTREAM_SECRET not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_api_keys_from_the_environment_toml_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACTION_API_KEYS", " sk-a , sk-b,sk-c")
+    assert [k.get_secret_value() for k in Settings().api_keys] == ["sk-a", "sk-b", "sk-c"]
+    monkeypatch.setenv("COMPACTION_API_KEYS", '["sk-a,with-comma", "sk-b"]')
+    assert [k.get_secret_value() for k in Settings().api_keys] == ["sk-a,with-comma", "sk-b"]
+    monkeypatch.delenv("COMPACTION_API_KEYS")
+    config = tmp_path / "proxy.toml"
+    config.write_text('api_keys = ["sk-t1", "sk-t2"]\nupstream_api_key = "sk-up"\n')
+    settings = Settings(config=config)
+    assert [k.get_secret_value() for k in settings.api_keys] == ["sk-t1", "sk-t2"]
+    assert settings.upstream_api_key.get_secret_value() == "sk-up"
+
+
+def test_keys_never_print() -> None:
+    settings = Settings(api_keys=["sk-proxy-PRINTED-1"], upstream_api_key="sk-upstream-PRINTED-2")
+    for text in (str(settings), repr(settings), str(settings.model_dump())):
+        assert "PRINTED" not in text
+    with pytest.raises(ValidationError) as raised:
+        Settings(api_keys=["sk-proxy-PRINTED-1", ""])
+    assert "PRINTED" not in str(raised.value)
+
+
+@pytest.mark.parametrize("value", ["sk-a,,sk-b", "sk-a, ", '["sk-a", ""]', "[not json"])
+def test_unusable_api_keys_are_refused_without_echoing_them(value: str) -> None:
+    result = run_cli(env={"COMPACTION_API_KEYS": value})
+    assert result.returncode != 0
+    assert "api_keys" in result.stderr
+    assert "sk-a" not in result.stderr
+    assert "Traceback" not in result.stderr

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from app.logs import configure_logging
 from tests.app.conftest import ProxyFactory
+from tests.support.logs import captured_logs, parsed
 from tests.support.servers import LoopbackServer, closed_port
 from tests.support.upstream import Canned, StandInUpstream
 
@@ -76,24 +76,56 @@ def test_upstream_timeout_is_a_504(start_proxy: ProxyFactory, upstream: StandInU
     assert response.json()["error"]["code"] == "upstream_timeout"
 
 
-def test_api_keys_never_reach_the_logs(
-    proxy: LoopbackServer, upstream: StandInUpstream, caplog: pytest.LogCaptureFixture
-) -> None:
-    configure_logging("debug")
-    caplog.set_level(logging.DEBUG)
+def proxy_side(lines: list[str]) -> list[dict[str, Any]]:
+    # The SDK's own client-side logging (openai, httpx2, httpcore2) is not the proxy's to police.
+    return [e for e in parsed(lines) if not e["logger"].startswith(("openai", "httpx2", "httpcore2"))]
+
+
+def test_api_keys_never_reach_the_logs(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
     secret = "sk-live-SECRET-0123456789"
-    keyed = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=secret, max_retries=0, default_query={"key": secret})
-    keyed.chat.completions.create(model="gpt-4o", messages=HI)
-    keyed.models.list()
-    with pytest.raises(openai.BadRequestError):
-        keyed.chat.completions.create(model="gpt-4o", messages=HI, extra_headers={"X-Compaction-Strategies": "nope"})
-    upstream.canned = Canned(500, b'{"error": {"message": "boom"}}')
-    with pytest.raises(openai.InternalServerError):
+    with captured_logs() as lines:
+        keyed = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=secret, max_retries=0, default_query={"key": secret})
         keyed.chat.completions.create(model="gpt-4o", messages=HI)
+        keyed.models.list()
+        with pytest.raises(openai.BadRequestError):
+            keyed.chat.completions.create(
+                model="gpt-4o", messages=HI, extra_headers={"X-Compaction-Strategies": "nope"}
+            )
+        upstream.canned = Canned(500, b'{"error": {"message": "boom"}}')
+        with pytest.raises(openai.InternalServerError):
+            keyed.chat.completions.create(model="gpt-4o", messages=HI)
 
     assert upstream.received[0].headers["authorization"] == f"Bearer {secret}"
     assert upstream.received[0].query == f"key={secret}"
-    # The SDK's own client-side logging is not the proxy's to police.
-    proxy_side = [r for r in caplog.records if not r.name.startswith(("openai", "httpx2", "httpcore2"))]
-    assert any(r.name.startswith("compaction_proxy") for r in proxy_side)
-    assert not [r.getMessage() for r in proxy_side if secret in r.getMessage()]
+    logged = proxy_side(lines)
+    assert any(e["logger"].startswith("compaction_proxy") for e in logged)
+    assert any(e["logger"].startswith("uvicorn") for e in logged)
+    assert [line for line in lines if secret in line and json.loads(line) in logged] == []
+
+
+def test_proxy_and_upstream_keys_never_reach_the_logs(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+    right, wrong, upstream_key = "sk-proxy-RIGHT-0123456789", "sk-proxy-WRONG-0123456789", "sk-upstream-OPERATOR-42"
+    # Started first: uvicorn configures its loggers when a server is created, dropping added handlers.
+    with start_proxy(api_keys=[right], upstream_api_key=upstream_key) as proxy, captured_logs() as lines:
+        for key in (right, wrong, upstream_key):
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0, default_query={"key": key})
+            try:
+                client.chat.completions.create(model="gpt-4o", messages=HI)
+                list(client.chat.completions.create(model="gpt-4o", messages=HI, stream=True))
+                client.models.list()
+                with pytest.raises(openai.BadRequestError):
+                    client.chat.completions.create(
+                        model="gpt-4o", messages=HI, extra_headers={"X-Compaction-Strategies": "nope"}
+                    )
+            except openai.AuthenticationError:
+                assert key != right
+            else:
+                assert key == right
+        httpx.post(f"{proxy.url}/compact", json={"messages": HI}, headers={"Authorization": f"Basic {wrong}"})
+
+    assert [r.headers["authorization"] for r in upstream.received] == [f"Bearer {upstream_key}"] * 3
+    logged = proxy_side(lines)
+    assert any(e["logger"].startswith("compaction_proxy") for e in logged)
+    assert any(e["logger"].startswith("uvicorn") for e in logged)
+    for secret in (right, wrong, upstream_key):
+        assert [line for line in lines if secret in line and json.loads(line) in logged] == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
@@ -45,3 +47,24 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+@contextmanager
+def unanswered_port(*, backlog_full: bool) -> Iterator[int]:
+    """A loopback port whose listener never accepts a connection, so nothing is ever read or answered.
+
+    backlog_full: its accept queue is already full, so the kernel ignores new connection attempts and
+    connecting hangs (shows the connect timeout). Otherwise connections complete in the kernel and
+    writes succeed until the socket buffers fill, then block (shows the write timeout).
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0 if backlog_full else 8)
+        port: int = listener.getsockname()[1]
+        # Linux queues backlog + 1 connections; this one fills the queue.
+        fillers = [socket.create_connection(("127.0.0.1", port), timeout=5)] if backlog_full else []
+        try:
+            yield port
+        finally:
+            for filler in fillers:
+                filler.close()

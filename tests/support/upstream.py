@@ -11,9 +11,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -44,6 +45,8 @@ class Canned:
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    # Send only this many bytes of the body, then close the connection mid-message.
+    cut_after: int | None = None
 
 
 def sse_chunks(model: str, include_usage: bool) -> list[bytes]:
@@ -57,6 +60,26 @@ def sse_chunks(model: str, include_usage: bool) -> list[bytes]:
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
 
 
+class BrokenStream(Response):
+    """Sends the status, headers and the first chunks of a stream, then returns without finishing the
+    body: uvicorn then closes the connection mid-message, as a crashing or cut-off upstream would.
+    """
+
+    media_type = "text/event-stream"  # unless the headers say otherwise
+
+    def __init__(self, chunks: list[bytes], headers: dict[str, str], status: int = 200) -> None:
+        # Not Response.__init__: that would announce a Content-Length, and uvicorn would frame the body by it.
+        self.status_code = status
+        self.background = None
+        self.init_headers(headers)
+        self.chunks = chunks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        for chunk in self.chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
 class StandInUpstream:
     def __init__(self) -> None:
         self.received: list[Received] = []
@@ -67,6 +90,10 @@ class StandInUpstream:
         self.stream_abandoned = threading.Event()
         # Requests wait for this before answering (shows timeouts); set by reset().
         self.answer_gate = threading.Event()
+        # Streams send this many chunks, then the connection is closed mid-stream; None: streams complete.
+        self.break_stream_after: int | None = None
+        # Set when a request's body did not arrive whole (the sender gave up on it).
+        self.request_abandoned = threading.Event()
         self.reset()
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "DELETE", "PUT"])])
 
@@ -76,17 +103,26 @@ class StandInUpstream:
         self.stream_gate.set()
         self.stream_abandoned.clear()
         self.answer_gate.set()
+        self.break_stream_after = None
+        self.request_abandoned.clear()
 
     def last(self) -> Received:
         assert self.received, "the upstream received nothing"
         return self.received[-1]
 
     async def handle(self, request: Request) -> Response:
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            self.request_abandoned.set()
+            return Response(status_code=400)  # nobody is left to read it
         self.received.append(Received(request.method, request.url.path, request.url.query, dict(request.headers), body))
         await anyio.to_thread.run_sync(self.answer_gate.wait)
-        if self.canned is not None:
-            return Response(self.canned.body, self.canned.status, headers=self.canned.headers)
+        canned = self.canned
+        if canned is not None:
+            if canned.cut_after is not None:
+                return BrokenStream([canned.body[: canned.cut_after]], canned.headers, canned.status)
+            return Response(canned.body, canned.status, headers=canned.headers)
         path = request.url.path
         if path.endswith("/chat/completions") and request.method == "POST":
             return self.chat(json.loads(body))
@@ -101,8 +137,11 @@ class StandInUpstream:
         model = payload.get("model", "gpt-4o")
         if payload.get("stream"):
             include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            chunks = sse_chunks(model, include_usage)
+            if self.break_stream_after is not None:
+                return BrokenStream(chunks[: self.break_stream_after], RESPONSE_HEADERS)
             return StreamingResponse(
-                self.stream(sse_chunks(model, include_usage)),
+                self.stream(chunks),
                 media_type="text/event-stream",
                 headers=RESPONSE_HEADERS,
             )

@@ -1,0 +1,79 @@
+"""Who may use the proxy, and which key goes upstream.
+
+Passthrough (no api_keys): the client's own Authorization goes upstream untouched. Proxy keys
+(api_keys set): a client must present one of them as a Bearer token; its Authorization is then dropped
+and upstream_api_key, if any, is sent instead. Keys are never logged, echoed or forwarded elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from .errors import ApiError
+from .headers import RawHeaders
+from .settings import Settings
+
+
+class OpenRelayError(ValueError):
+    """An upstream key with nothing guarding it: whoever reaches the port could spend it."""
+
+
+def _digest(key: str) -> bytes:
+    # Comparing fixed-length digests keeps the time spent independent of the keys' lengths too.
+    return hashlib.sha256(key.encode()).digest()
+
+
+class Keys:
+    def __init__(self, settings: Settings) -> None:
+        """Raises OpenRelayError for an upstream key without proxy keys, unless explicitly allowed."""
+        self._accepted = [_digest(key.get_secret_value()) for key in settings.api_keys]
+        upstream = settings.upstream_api_key.get_secret_value().strip()  # a stray newline from a secrets file
+        if upstream and not self._accepted and not settings.allow_unauthenticated:
+            raise OpenRelayError(
+                "upstream_api_key is set but api_keys is empty, so anyone who can reach the port would spend "
+                "the upstream key. Set api_keys (COMPACTION_API_KEYS) to the keys clients must send, or set "
+                "allow_unauthenticated = true if something else guards the port."
+            )
+        self._upstream = f"Bearer {upstream}".encode() if upstream else None
+        # With keys of its own the proxy decides what goes upstream; otherwise the client does.
+        self._replace = bool(self._accepted or self._upstream)
+
+    @property
+    def required(self) -> bool:
+        return bool(self._accepted)
+
+    def check(self, authorization: str | None) -> None:
+        """Raises a 401 ApiError unless `Authorization: Bearer <one of api_keys>` was sent (or none are set)."""
+        if not self._accepted:
+            return
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise ApiError(
+                401,
+                "Missing API key: send one of the proxy's keys as 'Authorization: Bearer <key>'.",
+                code="missing_api_key",
+                headers={"www-authenticate": "Bearer"},
+            )
+        presented = _digest(token)
+        # Every configured key is compared, match or not, so timing does not tell which one was close.
+        matched = False
+        for accepted in self._accepted:
+            matched |= hmac.compare_digest(presented, accepted)
+        if not matched:
+            raise ApiError(
+                401,
+                "Incorrect API key provided.",
+                code="invalid_api_key",
+                headers={"www-authenticate": 'Bearer error="invalid_token"'},
+            )
+
+    def outgoing(self, headers: RawHeaders) -> RawHeaders:
+        """The request headers for upstream, with the Authorization this mode calls for."""
+        if not self._replace:
+            return headers
+        out = [(name, value) for name, value in headers if name.lower() != b"authorization"]
+        if self._upstream is not None:
+            out.append((b"authorization", self._upstream))
+        return out

@@ -1,0 +1,122 @@
+"""Prometheus metrics: one registry per app (created in create_app, never the process-global one), and
+the pure-ASGI middleware that counts and times every request by route and status.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .compaction import Compacted
+
+# Streams of long answers run for minutes; the default buckets stop at 10 s.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+STRATEGY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+UPSTREAM_ERROR_KINDS = ("unreachable", "timeout", "broken_stream")
+UNMATCHED = "unmatched"  # not the raw path: arbitrary paths would make unbounded label values
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "compaction_proxy_requests", "Requests answered, by route and status.", ["route", "status"], registry=r
+        )
+        self.duration = Histogram(
+            "compaction_proxy_request_duration_seconds",
+            "Time from the request's arrival to the end of the response (the whole stream), by route.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.response_start = Histogram(
+            "compaction_proxy_response_start_seconds",
+            "Time from the request's arrival to the response's status and headers, by route.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "compaction_proxy_prompt_tokens",
+            "Prompt tokens of chat completions before and after compaction (stage=before|after).",
+            ["stage"],
+            registry=r,
+        )
+        self.strategy_time = Histogram(
+            "compaction_proxy_strategy_seconds",
+            "Time each strategy took on a chat completion, by strategy.",
+            ["strategy"],
+            buckets=STRATEGY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "compaction_proxy_upstream_errors",
+            "Upstream failures, by kind: unreachable, timeout, broken_stream.",
+            ["kind"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "compaction_proxy_fallbacks",
+            "Chat completions forwarded uncompacted because compaction failed, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        # Present at zero from the start, so a rate() or an alert works before the first failure.
+        for kind in UPSTREAM_ERROR_KINDS:
+            self.upstream_errors.labels(kind)
+        for stage in ("before", "after"):
+            self.tokens.labels(stage)
+        self.fallbacks.labels("strategy_error")
+
+    def upstream_error(self, kind: str) -> None:
+        self.upstream_errors.labels(kind).inc()
+
+    def compacted(self, compacted: Compacted) -> None:
+        self.tokens.labels("before").inc(compacted.result.tokens_before)
+        self.tokens.labels("after").inc(compacted.result.tokens_after)
+        for step in compacted.result.steps:
+            self.strategy_time.labels(step.strategy).observe(step.ms / 1000)
+        if compacted.fallback:
+            self.fallbacks.labels(compacted.fallback).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _route(scope: Scope) -> str:
+    # The router records the route it matched in the scope, which is shared down the middleware stack.
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED
+
+
+class MetricsMiddleware:
+    """Pure ASGI: counts each request when its response has ended, streams included."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the server answers when the app raises before a response started
+
+        async def timed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                self.metrics.response_start.labels(_route(scope)).observe(time.perf_counter() - started)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            route = _route(scope)
+            self.metrics.requests.labels(route, str(status)).inc()
+            self.metrics.duration.labels(route).observe(time.perf_counter() - started)

@@ -1,0 +1,71 @@
+"""The proxy as its users run it: `python -m app ...` in a subprocess, with its log lines collected."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+from tests.support.servers import closed_port
+
+
+class ProxyProcess:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = closed_port()
+        self.args = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *args]
+        # The tests' own COMPACTION_* variables must not change what the process under test does.
+        base = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTION_")}
+        self.env = {**base, **(env or {})}
+        self.lines: list[str] = []
+        self.process: subprocess.Popen[str] | None = None
+        self.reader: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _read(self) -> None:
+        # Drains the pipe as the process writes, so a chatty process never blocks on a full pipe.
+        assert self.process is not None and self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def __enter__(self) -> ProxyProcess:
+        self.process = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True, env=self.env)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        deadline = time.monotonic() + 30  # hang guard
+        while True:
+            try:
+                httpx.get(f"{self.url}/healthz", timeout=5)
+                return self
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("the proxy did not start:\n" + "\n".join(self.lines)) from None
+                time.sleep(0.05)
+
+    def terminate(self, signum: int = signal.SIGTERM) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def wait(self, timeout: float = 30) -> int:
+        """The exit status, once the process has ended and all its output is read."""
+        assert self.process is not None and self.reader is not None
+        code = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=timeout)
+        return code
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.process is not None:
+            self.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
