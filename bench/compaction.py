@@ -1,0 +1,147 @@
+"""What compaction saves, what the model can still see, and what it does to the prompt cache.
+
+    python -m bench.compaction                                   # full run, markdown tables on stdout
+    python -m bench.compaction --update-docs docs/benchmarks.md  # the same, also rewriting the doc's tables and charts
+    python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
+
+In process, no network. Every request of every conversation (each prefix ending where the model answered)
+goes through each chain; see docs/benchmarks.md for the corpora, the metrics and the approximations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from strategies import ModelTable, Registry
+from strategies.base import Context
+from strategies.budget import default_total
+
+from . import report
+from .chains import ChainCase, cases
+from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
+from .replay import ChainRun, Replayer
+
+CHARTED_CHAINS = ("none", "shorten_tools", "middle_out", "clear_tool_uses")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    tau: int | None  # conversations (None: all 200)
+    bfcl: int | None  # entries (None: all 200)
+    agent_sessions: int
+    agent_calls: int
+    chat_sessions: int
+    chat_exchanges: int
+    budget: int
+
+
+FULL = Sizes(None, None, 8, 240, 8, 200, 32_000)
+SMOKE = Sizes(4, 3, 1, 60, 1, 60, 8_000)
+CORPORA = ("tau", "bfcl", "agent", "chat")
+
+
+def build_corpora(sizes: Sizes, seed: int, wanted: list[str]) -> list[Corpus]:
+    builders = {
+        "tau": lambda: tau.load(sizes.tau),
+        "bfcl": lambda: bfcl.load(sizes.bfcl),
+        "agent": lambda: synthetic_agent.generate(sizes.agent_sessions, sizes.agent_calls, seed),
+        "chat": lambda: synthetic_chat.generate(sizes.chat_sessions, sizes.chat_exchanges, seed),
+    }
+    return [builders[key]() for key in wanted]
+
+
+def run(corpora: list[Corpus], chain_cases: list[ChainCase], replayer: Replayer) -> dict[str, list[ChainRun]]:
+    results: dict[str, list[ChainRun]] = {}
+    for corpus in corpora:
+        if corpus.skipped:
+            print(f"{corpus.key}: skipped: {corpus.skipped}", file=sys.stderr)
+            continue
+        charted = corpus.conversations[0].id if corpus.conversations else None
+        for case in chain_cases:
+            started = time.perf_counter()
+            results.setdefault(corpus.key, []).append(replayer.run(corpus, case, charted))
+            print(f"{corpus.key} x {case.spec}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return results
+
+
+def draw(
+    corpora: list[Corpus], results: dict[str, list[ChainRun]], folder: Path, budget: int, window: int
+) -> list[str]:
+    """The charts as PNG files in folder; their names, or none when matplotlib is not installed."""
+    try:
+        from . import charts
+    except ImportError as exc:
+        print(f"charts skipped: {exc} (pip install matplotlib)", file=sys.stderr)
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    billed, session, facts = charts.FILES
+    charts.billed_vs_none(corpora, results, folder / billed)
+    names = [billed]
+    agent = next((c for c in corpora if c.key == "agent" and not c.skipped), None)
+    if agent is not None:
+        shown = [
+            *CHARTED_CHAINS,
+            f"fit(total={budget})",
+            f"window(budget={budget})",
+            f"minify,dedupe,clear_tool_uses(trigger={budget}),window(budget={budget})",
+        ]
+        charts.session(agent, results["agent"], shown, window, folder / session)
+        names.append(session)
+    if any(c.has_probes and not c.skipped for c in corpora):
+        charts.facts_vs_billed(corpora, results, folder / facts)
+        names.append(facts)
+    return names
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes for CI: a few conversations, seconds")
+    parser.add_argument("--budget", type=int, help="tokens for the budget-bound chains (default 32000; smoke 8000)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic sessions")
+    parser.add_argument("--model", default="gpt-4o", help="model whose tokenizer and context window apply")
+    parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
+    parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
+    parser.add_argument(
+        "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"
+    )
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    budget = args.budget if args.budget is not None else sizes.budget
+    wanted = [key.strip() for key in args.corpora.split(",") if key.strip()]
+    unknown = set(wanted) - set(CORPORA)
+    if unknown:
+        parser.error(f"unknown corpora {sorted(unknown)}; choose from {', '.join(CORPORA)}")
+
+    started = time.perf_counter()
+    registry = Registry.with_plugins()
+    limits = ModelTable.packaged().lookup(args.model)
+    replayer = Replayer(args.model, limits, registry)
+    default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
+    corpora = build_corpora(sizes, args.seed, wanted)
+    chain_cases = cases(budget, registry)
+    results = run(corpora, chain_cases, replayer)
+    folder = args.update_docs.parent if args.update_docs else args.charts
+    names = draw(corpora, results, folder, budget, limits.context_window) if folder and results else []
+    command = "python -m bench.compaction" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    block = report.document(
+        corpora,
+        results,
+        chain_cases,
+        command=command,
+        seconds=time.perf_counter() - started,
+        window=limits.context_window,
+        default_budget=default_budget,
+        budget=budget,
+        charts=names,
+    )
+    print(block)
+    if args.update_docs:
+        report.update_docs(args.update_docs, block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""What the proxy costs on the wire: added latency, throughput, a stream's first byte and memory.
+
+    python -m bench.overhead                          # full run, about 6 minutes on 2 cores
+    python -m bench.overhead --smoke                  # seconds, for CI: this proxy and nginx only
+    python -m bench.overhead --update-docs docs/benchmarks.md   # full run, tables and charts into the docs
+
+The proxy runs on loopback in front of nginx answering canned completions (bench/nginx_upstream.py), an
+upstream far faster than any proxy here, so what is measured is the proxy. The same load runs against
+nginx directly and through each target: this proxy with `X-Compaction-Strategies: none` and with its
+default chain, and, when installed in their own virtualenvs, LiteLLM's and Headroom's proxies in
+pass-through mode (bench/proxies.py). Needs nginx and hey (Debian: apt-get install nginx hey).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .load import debian_version, first_byte, hey
+from .nginx_upstream import MODEL, NginxUpstream
+from .overhead_report import (
+    FirstByteRow,
+    LoadRow,
+    MemoryRow,
+    Report,
+    check_docs,
+    describe_machine,
+    markdown,
+    update_docs,
+    with_added_first_byte,
+    with_added_latency,
+)
+from .processes import machine_busy_seconds, memory_bytes, own_cpu_seconds, wait_idle
+from .proxies import Endpoint, Target, Unavailable, compaction_proxy, direct, find_peer, headroom, litellm
+from .speed import agent_history
+
+# label -> (messages, characters of tool output) for bench.speed's coding-agent history generator.
+BODIES = {"2 KB": (6, 1_300), "200 KB": (100, 175_000), "2 MB": (1000, 1_800_000)}
+
+
+@dataclass(frozen=True)
+class Body:
+    label: str
+    messages: int
+    path: Path  # "stream": false, for the load runs
+    stream_path: Path  # "stream": true, for the first-byte runs
+    size: int
+
+
+def write_bodies(directory: Path) -> list[Body]:
+    bodies = []
+    for label, (messages, chars) in BODIES.items():
+        history = agent_history(messages, chars)
+        slug = label.replace(" ", "")
+        paths = {}
+        for stream in (False, True):
+            path = directory / f"{slug}{'-stream' if stream else ''}.json"
+            path.write_text(json.dumps({"model": MODEL, "messages": history, "stream": stream}))
+            paths[stream] = path
+        bodies.append(Body(label, len(history), paths[False], paths[True], paths[False].stat().st_size))
+    return bodies
+
+
+def targets(args: argparse.Namespace, not_run: dict[str, str]) -> list[Target]:
+    chosen = [direct(), compaction_proxy("none"), compaction_proxy(None)]
+    peers: list[tuple[str, Callable[[], Target]]] = [
+        ("LiteLLM proxy", lambda: litellm(find_peer(args.litellm, ".venv-bench-litellm", "litellm"))),
+        ("Headroom proxy", lambda: headroom(find_peer(args.headroom, ".venv-bench-headroom", "headroom"))),
+    ]
+    for name, make in peers:
+        if args.no_peers:
+            not_run[name] = "skipped (--smoke or --no-peers)"
+            continue
+        try:
+            chosen.append(make())
+        except Unavailable as exc:
+            not_run[name] = str(exc)
+    return chosen
+
+
+def settle(endpoint: Endpoint) -> None:
+    if endpoint.pid is not None:
+        wait_idle(endpoint.pid)
+
+
+def measure_load(
+    target: Target, upstream: str, bodies: list[Body], args: argparse.Namespace, scratch: Path
+) -> tuple[list[LoadRow], MemoryRow | None]:
+    rows = []
+    with target.running(upstream, scratch, stream=False) as endpoint:
+        idle = memory_bytes(endpoint.pid, "VmRSS") if endpoint.pid else 0
+        url = f"{endpoint.base_url}/chat/completions"
+        headers = {"Content-Type": "application/json", **endpoint.headers}
+        for body in bodies:
+            # Unmeasured: fills connection pools and per-message token caches, as a running proxy has them.
+            hey(url, body.path, headers, concurrency=4, seconds=args.warmup)
+            for concurrency in args.concurrency:
+                settle(endpoint)
+                r = hey(url, body.path, headers, concurrency=concurrency, seconds=args.duration)
+                row = LoadRow(target.name, body.label, concurrency, r.requests, r.errors, r.rps, r.p50_ms, r.p99_ms)
+                rows.append(row)
+                progress(f"{target.name:28} {body.label:>6} c={concurrency:<3} p50 {row.p50_ms:8.2f} ms  "
+                         f"p99 {row.p99_ms:8.2f} ms  {row.rps:8.0f} req/s  errors {row.errors}")  # fmt: skip
+        memory = None
+        if endpoint.pid is not None:
+            memory = MemoryRow(target.name, idle / 2**20, memory_bytes(endpoint.pid) / 2**20)
+    return rows, memory
+
+
+def measure_first_byte(
+    target: Target, upstream: str, bodies: list[Body], args: argparse.Namespace, scratch: Path
+) -> list[FirstByteRow]:
+    rows = []
+    with target.running(upstream, scratch, stream=True) as endpoint:
+        url = f"{endpoint.base_url}/chat/completions"
+        headers = {"Content-Type": "application/json", **endpoint.headers}
+        for body in bodies:
+            settle(endpoint)
+            r = first_byte(url, body.stream_path, headers, samples=args.first_byte_samples)
+            rows.append(FirstByteRow(target.name, body.label, r.samples, r.errors, r.p50_ms, r.p90_ms))
+            progress(f"{target.name:28} {body.label:>6} first byte p50 {r.p50_ms:8.2f} ms  errors {r.errors}")
+    return rows
+
+
+def settings(args: argparse.Namespace) -> dict[str, str]:
+    levels = ", ".join(map(str, args.concurrency))
+    return {
+        "load": f"hey on 1 core, closed loop on keep-alive connections; {args.duration} s per run plus the requests "
+        f"still in flight, after {args.warmup} s unmeasured per body; concurrency {levels}",
+        "first event": f"{args.first_byte_samples} streamed requests per body, one at a time, a new connection each",
+        "upstream": "nginx, 1 worker, canned JSON and SSE answers",
+    }
+
+
+def run(args: argparse.Namespace) -> Report:
+    tools = {"hey": f"hey {debian_version('hey')}"}
+    not_run: dict[str, str] = {}
+    chosen = targets(args, not_run)
+    with NginxUpstream() as nginx, tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        tools = {"nginx": nginx.version(), **tools, **{t.name: t.version for t in chosen if t.version}}
+        scratch = Path(tmp)
+        bodies = write_bodies(scratch)
+        report = Report(
+            command=" ".join(["python -m bench.overhead", *map(shlex.quote, sys.argv[1:])]),
+            machine=describe_machine(tools),
+            settings=settings(args),
+            bodies=[{"label": b.label, "bytes": b.size, "messages": b.messages} for b in bodies],
+        )
+        for index, target in enumerate(chosen):
+            json_dir, sse_dir = scratch / f"{index}-json", scratch / f"{index}-sse"
+            json_dir.mkdir()
+            sse_dir.mkdir()
+            try:
+                rows, memory = measure_load(target, nginx.json_base, bodies, args, json_dir)
+                first = measure_first_byte(target, nginx.sse_base, bodies, args, sse_dir)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                if not target.peer:
+                    raise  # nginx or this proxy failing is a failure of the benchmark, not a footnote
+                progress(f"{target.name}: failed: {exc}")  # the whole message, with the server's last lines
+                not_run[target.name] = "failed: " + str(exc).splitlines()[0]
+                continue
+            report.load += rows
+            report.first_byte += first
+            report.memory += [memory] if memory else []
+    report.load = with_added_latency(report.load)
+    report.first_byte = with_added_first_byte(report.first_byte)
+    report.not_run = not_run
+    return report
+
+
+def measure(args: argparse.Namespace) -> Report:
+    """`run`, plus how busy the rest of the machine was meanwhile: everything here shares 2 cores."""
+    started, busy, own = time.monotonic(), machine_busy_seconds(), own_cpu_seconds()
+    try:
+        report = run(args)
+    except FileNotFoundError as exc:
+        sys.exit(f"bench.overhead: {exc}")
+    elapsed = time.monotonic() - started
+    other = max(0.0, (machine_busy_seconds() - busy) - (own_cpu_seconds() - own))
+    report.settings["other processes"] = (
+        f"{other:.0f} CPU-seconds during the {elapsed:.0f} s run ({other / elapsed:.2f} cores on average)"
+    )
+    progress(f"finished in {elapsed:.0f} s")
+    return report
+
+
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="a few seconds per target, no peers (for CI)")
+    parser.add_argument("--duration", type=int, help="whole seconds per load run (default 5; smoke 1)")
+    parser.add_argument("--warmup", type=int, help="unmeasured seconds of load per body first (default 1)")
+    parser.add_argument("--concurrency", default="1,16,64", help="comma-separated (default 1,16,64)")
+    parser.add_argument("--first-byte-samples", type=int, help="streamed requests per body (default 30; smoke 3)")
+    parser.add_argument("--no-peers", action="store_true", help="only nginx and this proxy")
+    parser.add_argument("--litellm", metavar="EXE", help="the litellm command (default .venv-bench-litellm/bin)")
+    parser.add_argument("--headroom", metavar="EXE", help="the headroom command (default .venv-bench-headroom/bin)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--charts", type=Path, metavar="DIR", help="draw PNG charts there (needs matplotlib)")
+    parser.add_argument("--from-json", type=Path, metavar="FILE", help="no run: report a saved --json file again")
+    parser.add_argument(
+        "--update-docs",
+        type=Path,
+        metavar="FILE",
+        help="rewrite the generated block of FILE's Overhead section, charts next to FILE",
+    )
+    args = parser.parse_args(argv)
+    args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    if args.duration is None:
+        args.duration = 1 if args.smoke else 5
+    if args.warmup is None:
+        args.warmup = 1
+    if args.first_byte_samples is None:
+        args.first_byte_samples = 3 if args.smoke else 30
+    args.no_peers = args.no_peers or args.smoke
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.update_docs:
+        try:
+            check_docs(args.update_docs)
+        except (OSError, ValueError) as exc:
+            sys.exit(f"bench.overhead: {exc}")
+    if args.from_json:
+        report = Report.from_json(json.loads(args.from_json.read_text()))
+    else:
+        report = measure(args)
+    text = markdown(report)
+    print(text, end="")
+    if args.json:
+        args.json.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+    charts = args.charts or (args.update_docs.parent if args.update_docs else None)
+    drawn = []
+    if charts:
+        from .overhead_charts import draw  # matplotlib is needed only here
+
+        drawn = draw(report, charts)
+        for path in drawn:
+            print(f"chart: {path}")
+    if args.update_docs:
+        images = "".join(f"![{p.stem}]({os.path.relpath(p, args.update_docs.parent)})\n\n" for p in drawn)
+        update_docs(args.update_docs, f"\n{text}\n{images}")
+        print(f"updated: {args.update_docs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Replay every request of a corpus through one chain and measure it.
+
+Every prefix of a conversation that ends where the model answered is a request the client sent. Each goes
+through Chain.run as the proxy runs it (token counts before and after included in the time), with one
+TokenCounter per corpus and chain, so the per-message count cache is as warm as in a proxy that has seen the
+conversation grow, and no warmer. Then: the invariants (strategies.invariants, plus no mutation and byte-for-byte
+determinism, checked once per conversation), the prompt-cache model, and what the model can still see.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from strategies import Chain, Context, Encodings, ModelLimits, Registry, TokenCounter, encoding_for_model
+from strategies.content import message_bytes
+from strategies.invariants import compaction_problems
+
+from .cache_model import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
+from .chains import ChainCase, build
+from .corpora import Conversation, Corpus, request_ends
+from .visibility import Needs, Seen, conversation_needs
+
+MAX_PROBLEMS_KEPT = 5
+
+
+@dataclass
+class ChainRun:
+    """One chain over one corpus: sums over every request."""
+
+    corpus: str
+    chain: str
+    requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    peak_before: int = 0
+    peak_after: int = 0
+    over_window_before: int = 0
+    over_window_after: int = 0
+    violations: int = 0
+    problems: list[str] = field(default_factory=list)
+    seen: Seen = field(default_factory=Seen)
+    cached: int = 0
+    billed_openai: float = 0.0
+    billed_anthropic: float = 0.0
+    ms: list[float] = field(default_factory=list)
+    # Per request of the one conversation drawn in the charts: prompt tokens after, cached tokens.
+    series_tokens: list[int] = field(default_factory=list)
+    series_cached: list[int] = field(default_factory=list)
+
+    def add(self, before: int, after: int, hit: CacheHit, window: int) -> None:
+        self.requests += 1
+        self.tokens_before += before
+        self.tokens_after += after
+        self.peak_before = max(self.peak_before, before)
+        self.peak_after = max(self.peak_after, after)
+        self.over_window_before += before > window
+        self.over_window_after += after > window
+        self.cached += hit.cached
+        self.billed_openai += billed_openai(hit.prompt, hit.cached)
+        self.billed_anthropic += billed_anthropic(hit.prompt, hit.cached)
+
+    def problem(self, where: str, what: str) -> None:
+        self.violations += 1
+        if len(self.problems) < MAX_PROBLEMS_KEPT:
+            self.problems.append(f"{where}: {what}")
+
+
+class Replayer:
+    """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
+
+    def __init__(self, model: str, limits: ModelLimits, registry: Registry) -> None:
+        self.model = model
+        self.limits = limits
+        self.registry = registry
+        self.encodings = Encodings()
+        self.tokens = MessageTokens(self.encodings.get(encoding_for_model(model)))
+        # What each request needs to see depends on the conversation only: found once, used by every chain.
+        self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
+
+    def counter(self) -> TokenCounter:
+        """A fresh counter: each chain starts cold, like a proxy meeting the conversation for the first time."""
+        return TokenCounter(self.encodings, cache_size=1_000_000)
+
+    def run(self, corpus: Corpus, case: ChainCase, charted: str | None = None) -> ChainRun:
+        chain = build(case, self.registry)
+        counter = self.counter()
+        out = ChainRun(corpus.key, case.spec)
+        for conversation in corpus.conversations:
+            key = (corpus.key, conversation.id)
+            if key not in self._needs:
+                self._needs[key] = conversation_needs(conversation, request_ends(conversation.messages))
+            self._conversation(conversation, self._needs[key], chain, counter, out, charted)
+        return out
+
+    def _conversation(
+        self,
+        conversation: Conversation,
+        needs: dict[int, Needs],
+        chain: Chain,
+        counter: TokenCounter,
+        out: ChainRun,
+        charted: str | None,
+    ) -> None:
+        messages = conversation.messages
+        request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
+
+        def context() -> Context:
+            # One per request, as in the proxy: a Context remembers message objects for the request it serves.
+            return Context(model=self.model, tokens=counter, limits=self.limits, request=request)
+
+        snapshot = [message_bytes(m) for m in messages]
+        cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))
+        ends = request_ends(messages)
+        last: list[bytes] = []
+        for end in ends:
+            prefix = messages[:end]
+            started = time.perf_counter()
+            result = chain.run(prefix, context())
+            out.ms.append((time.perf_counter() - started) * 1000)
+            where = f"{conversation.id} request {end}"
+            for problem in compaction_problems(prefix, result.messages):
+                out.problem(where, problem)
+            hit = cache.request(result.messages)
+            if hit.prompt != result.tokens_after:
+                raise AssertionError(
+                    f"{where}: cache model renders {hit.prompt} tokens, TokenCounter counts {result.tokens_after}"
+                )
+            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window)
+            if end in needs:
+                out.seen.check(needs[end], result.messages)
+            if conversation.id == charted:
+                out.series_tokens.append(result.tokens_after)
+                out.series_cached.append(hit.cached)
+            if end == ends[-1]:
+                last = [message_bytes(m) for m in result.messages]
+        if ends and [message_bytes(m) for m in chain.run(messages[: ends[-1]], context()).messages] != last:
+            out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
+        if [message_bytes(m) for m in messages] != snapshot:
+            out.problem(conversation.id, "the input messages were mutated")

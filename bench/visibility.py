@@ -1,0 +1,84 @@
+"""What the model can still see after compaction: planted facts, and the values its next tool call used.
+
+- Fact survival (synthetic corpora): at the request that needs a planted fact, is its current value anywhere in
+  the compacted request (text and call arguments, notes included once a strategy writes notes)? When it is
+  not, is only an outdated value there ("stale": the model would answer with a superseded decision)?
+- Argument recall (every corpus): the strings of at least 4 characters in the arguments of the tool calls the
+  model made next that it can only have taken from earlier in the conversation, i.e. they occur in a message
+  compaction may touch and in none it must keep (system, first and last user message). Share still visible in
+  the compacted request. In tau-bench these are a real agent's calls (user ids, reservation numbers read from
+  earlier results); in BFCL the ground truth's; in the synthetic agent, random picks among earlier paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strategies import Message
+from strategies.invariants import pinned_indices
+
+from .corpora import Conversation, Probe, json_strings, message_text
+
+MIN_VALUE_CHARS = 4
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What one request of a conversation needs to see: planted facts and earlier values its answer reuses."""
+
+    probes: tuple[Probe, ...]
+    values: tuple[str, ...]
+
+
+def conversation_needs(conversation: Conversation, ends: list[int]) -> dict[int, Needs]:
+    """Per request end, what it needs (the same for every chain)."""
+    messages = conversation.messages
+    texts = [message_text(m) for m in messages]
+    probes: dict[int, list[Probe]] = {}
+    for probe in conversation.probes:
+        probes.setdefault(probe.answer_at, []).append(probe)
+    needs: dict[int, Needs] = {}
+    for end in ends:
+        values = _reused_values(messages, texts, end)
+        if values or end in probes:
+            needs[end] = Needs(tuple(probes.get(end, ())), tuple(values))
+    return needs
+
+
+def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[str]:
+    answer = messages[end]
+    candidates: list[str] = []
+    for call in answer.get("tool_calls") or []:
+        arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
+        if isinstance(arguments, str):
+            candidates.extend(v for v in json_strings(arguments) if len(v.strip()) >= MIN_VALUE_CHARS)
+    if not candidates:
+        return []
+    pinned = set(pinned_indices(messages[:end]))
+    kept = [texts[i] for i in pinned]
+    compactable = [texts[i] for i in reversed(range(end)) if i not in pinned]  # newest first: found sooner
+    return [
+        v
+        for v in dict.fromkeys(candidates)
+        if not any(v in text for text in kept) and any(v in text for text in compactable)
+    ]
+
+
+@dataclass
+class Seen:
+    facts: int = 0
+    facts_kept: int = 0
+    facts_stale: int = 0
+    values: int = 0
+    values_kept: int = 0
+
+    def check(self, needs: Needs, compacted: list[Message]) -> None:
+        haystack = "\n".join(message_text(m) for m in compacted)
+        for probe in needs.probes:
+            self.facts += 1
+            if probe.value in haystack:
+                self.facts_kept += 1
+            elif any(old in haystack for old in probe.stale):
+                self.facts_stale += 1
+        self.values += len(needs.values)
+        self.values_kept += sum(1 for v in needs.values if v in haystack)
