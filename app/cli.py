@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import uvicorn
 from pydantic import ValidationError
 from uvicorn.config import STARTUP_FAILURE
 
 from .logs import configure_logging
 from .main import ConfigError, create_app
-from .server import DrainingServer, exit_cleanly_after_drain
+from .server import DrainingServer, exit_cleanly_after_drain, server_config
 from .settings import Settings
+from .workers import run_workers
 
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
@@ -32,6 +32,7 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", choices=["json", "text"], help="json (default) or text")
+    parser.add_argument("--workers", type=int, metavar="N", help="worker processes serving the port (default 1)")
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
 
@@ -50,20 +51,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ConfigError, ValueError) as exc:
         sys.exit(f"compaction-proxy: invalid settings: {exc}")
     configure_logging(settings.log_level, settings.log_format)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        # None: uvicorn's own lines go through our handler, as JSON with the request id like the rest.
-        log_config=None,
-        # Our own log lines carry no query strings; some clients put keys there.
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
-    )
     exit_cleanly_after_drain()
-    server = DrainingServer(config, app.state.readiness)
+    if settings.workers > 1:
+        # The app built above only proved the settings work; each worker builds its own.
+        sys.exit(run_workers(settings, overrides))
+    server = DrainingServer(server_config(app, settings), app.state.readiness)
     # As uvicorn.run does: Ctrl-C is a normal way to stop; a server that never started (its lifespan
     # start-up failed) is a failure.
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -23,6 +23,9 @@ from strategies import (
 from .errors import ApiError
 from .headers import RawHeaders
 from .jsonbody import dump_body, parse_chat_body
+
+if TYPE_CHECKING:
+    from .notes import NotesTools
 
 STRATEGIES_HEADER = "x-compaction-strategies"
 logger = logging.getLogger("compaction_proxy.compaction")
@@ -97,13 +100,19 @@ class Compactor:
                 400, f"Invalid X-Compaction-Strategies header: {exc}", param="X-Compaction-Strategies", code=exc.code
             ) from None
 
-    async def compact(self, raw: bytes, header: str | None, *, trace: bool = False) -> Compacted:
+    async def compact(
+        self, raw: bytes, header: str | None, *, trace: bool = False, notes: NotesTools | None = None
+    ) -> Compacted:
         chain = self.chain_for(header)
         # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
-        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace)
+        # The notes strategy's summariser calls, too, wait in that thread, while the loop serves others.
+        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace, notes)
 
-    def compact_sync(self, raw: bytes, chain: Chain, trace: bool = False) -> Compacted:
-        """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body."""
+    def compact_sync(self, raw: bytes, chain: Chain, trace: bool = False, notes: NotesTools | None = None) -> Compacted:
+        """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body.
+
+        notes: the summariser and cache for the notes strategy; without them it falls back.
+        """
         body, stdlib = parse_chat_body(raw)
         messages = body["messages"]
         model = body.get("model")
@@ -113,6 +122,9 @@ class Compactor:
             tokens=self.counter,
             request={k: v for k, v in body.items() if k != "messages"},
             limits=self.models.lookup(model),
+            summariser=notes.summariser if notes else None,
+            notes_cache=notes.cache if notes else None,
+            chains=self.parse_configured,
         )
         try:
             result = chain.run(messages, ctx, trace=trace)
@@ -132,5 +144,9 @@ class Compactor:
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
         if _unchanged(messages, result.messages):
             # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
-            return Compacted(raw, chain, result)
-        return Compacted(dump_body({**body, "messages": result.messages}, stdlib), chain, result)
+            return Compacted(raw, chain, result, fallback=result.fallback)
+        return Compacted(dump_body({**body, "messages": result.messages}, stdlib), chain, result, result.fallback)
+
+    def parse_configured(self, text: str) -> Chain:
+        """A chain from its text with the configured parameters (the notes strategy's fallback chain)."""
+        return Chain.parse(text, self.registry, self.configured)

@@ -16,7 +16,7 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, then the record's extra fields."""
+    """One JSON object per line: time, level, logger, message, request_id, pid, then the record's extra fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -25,6 +25,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
             "request_id": request_id.get(),
+            "pid": record.process,  # which worker, with --workers
         }
         entry.update((k, v) for k, v in record.__dict__.items() if k not in _STANDARD and k not in entry)
         if record.exc_info:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,13 +15,22 @@ from strategies import Encodings, ModelLimits, ModelTable, Registry, TokenCounte
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import install_error_handlers
-from .metrics import Metrics, MetricsMiddleware
+from .logs import configure_logging
+from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
+from .notes import NotesRuntime
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
 from .routes import chat, health, passthrough
 from .services import Services, authenticate
 from .settings import Settings
 from .upstream import Upstream
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("compaction-proxy")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
 
 
 class ConfigError(ValueError):
@@ -49,13 +60,15 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    metrics = Metrics()
+    # prometheus_client's own switch, read by it at import: follow it, so what is written is what is exposed.
+    metrics = Metrics(os.environ.get(MULTIPROCESS_DIR_ENV) or None)
     readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstream = Upstream(settings, keys, metrics)
-        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness)
+        notes = await NotesRuntime.start(settings, keys, compactor.models, upstream.client, metrics)
+        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness, notes)
         # Load the default encoding now rather than on the first request (about 0.3 s).
         await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
         readiness.start()
@@ -63,9 +76,19 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             yield
         finally:
             readiness.stop()
+            await notes.aclose()  # first: it cancels background folds that use the upstream client
             await upstream.aclose()
 
-    app = FastAPI(title="Compaction Proxy", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
+    # whose pages would load scripts from a CDN.
+    app = FastAPI(
+        title="Compaction Proxy",
+        version=_version(),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
     # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
     app.state.readiness = readiness
     install_error_handlers(app)
@@ -77,3 +100,14 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The app of one worker process under `--workers N` (uvicorn imports it as app.main:create_app_from_env
+    with factory=True), also usable as `uvicorn --factory app.main:create_app_from_env`. Settings come from
+    the COMPACTION_* environment and the config file it names: the CLI turns its flags into such variables
+    for its workers. A spawned worker starts with bare logging, so it is set up here as the CLI does.
+    """
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return create_app(settings)

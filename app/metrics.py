@@ -1,5 +1,9 @@
 """Prometheus metrics: one registry per app (created in create_app, never the process-global one), and
 the pure-ASGI middleware that counts and times every request by route and status.
+
+With several worker processes (`--workers`), prometheus_client keeps each process's values in files in
+PROMETHEUS_MULTIPROC_DIR, which it reads once, when it is first imported; /metrics then adds up the files
+of every worker, so whichever worker answers a scrape reports the whole proxy.
 """
 
 from __future__ import annotations
@@ -7,6 +11,7 @@ from __future__ import annotations
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .compaction import Compacted
@@ -16,10 +21,15 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 STRATEGY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 UPSTREAM_ERROR_KINDS = ("unreachable", "timeout", "broken_stream")
 UNMATCHED = "unmatched"  # not the raw path: arbitrary paths would make unbounded label values
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
+        """multiprocess_dir: where all worker processes keep their values (PROMETHEUS_MULTIPROC_DIR, set before
+        prometheus_client was imported); exposition then adds them all up. None: this process's values only.
+        """
+        self.multiprocess_dir = multiprocess_dir
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -60,11 +70,20 @@ class Metrics:
         )
         self.fallbacks = Counter(
             "compaction_proxy_fallbacks",
-            "Chat completions forwarded uncompacted because compaction failed, by reason.",
+            "Chat completions whose compaction failed, by reason: forwarded uncompacted (strategy_error) or "
+            "compacted by the notes strategy's fallback chain (summariser_error, summariser_timeout, ...).",
             ["reason"],
             registry=r,
         )
+        self.summariser_calls = Counter(
+            "compaction_proxy_summariser_calls",
+            "Calls the notes strategy made to its summariser, by outcome: ok, error, timeout.",
+            ["outcome"],
+            registry=r,
+        )
         # Present at zero from the start, so a rate() or an alert works before the first failure.
+        for outcome in ("ok", "error", "timeout"):
+            self.summariser_calls.labels(outcome)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind)
         for stage in ("before", "after"):
@@ -73,6 +92,9 @@ class Metrics:
 
     def upstream_error(self, kind: str) -> None:
         self.upstream_errors.labels(kind).inc()
+
+    def summariser_call(self, outcome: str) -> None:
+        self.summariser_calls.labels(outcome).inc()
 
     def compacted(self, compacted: Compacted) -> None:
         self.tokens.labels("before").inc(compacted.result.tokens_before)
@@ -83,7 +105,13 @@ class Metrics:
             self.fallbacks.labels(compacted.fallback).inc()
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        # Only counters and histograms, which add up across processes; a dead worker's files stay and keep
+        # counting, so totals never go backwards when the supervisor replaces it.
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)
 
 
 def _route(scope: Scope) -> str:

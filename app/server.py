@@ -1,5 +1,8 @@
 """The uvicorn server the CLI runs: on SIGTERM or SIGINT it stops accepting, marks the app not ready and
 drains in-flight requests (streams included) for up to shutdown_grace_seconds before cutting them.
+
+With --workers, uvicorn's supervisor creates each worker's server itself, a plain uvicorn.Server: it drains
+the same way; only the readiness flag, which no new connection could see anyway, is left as it is.
 """
 
 from __future__ import annotations
@@ -8,12 +11,34 @@ import logging
 import signal
 import socket
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
 from .readiness import Readiness
+from .settings import Settings
 
 logger = logging.getLogger("compaction_proxy.server")
+
+
+def server_config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
+    """uvicorn's settings for the proxy, one process or a supervisor with workers alike."""
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        # None: uvicorn's own lines go through our handler, as JSON with the request id like the rest.
+        log_config=None,
+        # Our own log lines carry no query strings; some clients put keys there.
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        # A client that reuses a connection just as the server closes it for idleness gets a reset, not an
+        # answer; POSTs are not retried. Outlasting the client's own idle timeout avoids that race.
+        timeout_keep_alive=settings.keep_alive_seconds,
+        **extra,
+    )
 
 
 class DrainingServer(uvicorn.Server):

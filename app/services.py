@@ -9,6 +9,7 @@ from fastapi import Request
 from .auth import Keys
 from .compaction import Compactor
 from .metrics import Metrics
+from .notes import NotesRuntime
 from .readiness import Readiness
 from .settings import Settings
 from .upstream import Upstream
@@ -22,6 +23,7 @@ class Services:
     keys: Keys
     metrics: Metrics
     readiness: Readiness
+    notes: NotesRuntime | None = None  # None until the lifespan has started it
 
 
 def services(request: Request) -> Services:

@@ -93,8 +93,40 @@ class Settings(BaseSettings):
         "forward",
         description="When a strategy raises: forward the request uncompacted (fail open) or answer 500 (fail closed).",
     )
+    # --- Running notes (the notes strategy): cache, summariser, work ahead of need ---
+    cache_url: str = Field(
+        "memory://",
+        description="Where notes are cached: memory:// (this process), sqlite:///path (a file, survives "
+        "restarts), redis://host:port/db (shared by replicas).",
+    )
+    cache_ttl_seconds: int = Field(
+        7 * 24 * 3600, ge=1, description="Seconds an unused notes entry is kept; each use starts the count again."
+    )
+    cache_max_entries: int = Field(10_000, ge=1, description="Notes entries a memory:// cache holds (LRU).")
+    summariser_base_url: str = Field(
+        "", description="OpenAI-compatible base URL of the summariser. Empty: upstream_base_url."
+    )
+    summariser_model: str = Field(
+        "", description="Model notes are made with, unless the strategy names one. Empty: the request's model."
+    )
+    summariser_api_key: SecretStr = Field(
+        SecretStr(""), description="Key for summariser calls. Empty: the key the request itself is forwarded with."
+    )
+    summariser_timeout: float = Field(60.0, gt=0, description="Seconds one summariser call may take in all.")
+    notes_ahead_max: int = Field(
+        4, ge=0, description="Folds made ahead of need in the background at once (0: none are made ahead)."
+    )
     shutdown_grace_seconds: int = Field(
         30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."
+    )
+    workers: int = Field(
+        1, ge=1, description="Worker processes serving the port; each has its own event loop, upstream pool and caches."
+    )
+    keep_alive_seconds: int = Field(
+        75,
+        ge=1,
+        description="Seconds an idle client connection stays open. Keep it longer than the idle timeout of the "
+        "clients and load balancers in front, so that they close idle connections, not the proxy.",
     )
 
     @field_validator("api_keys", mode="before")
@@ -119,6 +151,21 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:
             raise ValueError("must be an http:// or https:// URL with a host")
         return value.rstrip("/")
+
+    @field_validator("summariser_base_url")
+    @classmethod
+    def _http_url_or_empty(cls, value: str) -> str:
+        return cls._http_url(value) if value else value
+
+    @field_validator("cache_url")
+    @classmethod
+    def _cache_url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in ("memory", "sqlite", "redis", "rediss"):
+            raise ValueError("must be memory://, sqlite:///path/to/file.db or redis://host:port/db")
+        if scheme == "sqlite" and not rest.strip("/"):
+            raise ValueError("sqlite:// needs a file path, e.g. sqlite:///var/lib/compaction-proxy/notes.db")
+        return value
 
     @field_validator("log_level")
     @classmethod

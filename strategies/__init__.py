@@ -5,6 +5,7 @@ from .chain import Chain, ChainResult, StepStats
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
 from .encodings import Encodings
 from .models import ModelLimits, ModelTable
+from .notes_io import NotesCache, NotesUnavailable, Summariser
 from .registry import BUILTINS, ENTRY_POINT_GROUP, Registry, StrategyError
 from .tokens import TokenCounter, encoding_for_model
 
@@ -19,12 +20,15 @@ __all__ = [
     "Message",
     "ModelLimits",
     "ModelTable",
+    "NotesCache",
+    "NotesUnavailable",
     "Params",
     "Registry",
     "StepSpec",
     "StepStats",
     "Strategy",
     "StrategyError",
+    "Summariser",
     "TokenCounter",
     "encoding_for_model",
     "format_chain",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -14,6 +14,8 @@ from .models import DEFAULT_LIMITS, ModelLimits
 REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (OpenAI's cookbook)
 
 if TYPE_CHECKING:
+    from .chain import Chain
+    from .notes_io import NotesCache, Summariser
     from .tokens import TokenCounter
 
 Message = dict[str, Any]
@@ -43,6 +45,12 @@ class Context:
     limits: ModelLimits = DEFAULT_LIMITS
     # What the running step reports for the stats (e.g. overflow); Chain.run collects it per step.
     details: dict[str, Any] = field(default_factory=dict)
+    # For the notes strategy (strategies.notes_io); None where nothing provides them, and notes then falls back.
+    summariser: Summariser | None = None
+    notes_cache: NotesCache | None = None
+    # Builds a chain from its text with the app's registry and configured parameters (notes' fallback chain);
+    # None: the built-in strategies with their defaults.
+    chains: Callable[[str], Chain] | None = None
     # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.

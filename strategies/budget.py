@@ -56,6 +56,10 @@ class Layout:
         """Prompt tokens of a request holding exactly these units."""
         return self.overhead + sum(self.tokens[p] for p in keep)
 
+    def unit_of(self) -> dict[int, int]:
+        """Message index -> position of its unit."""
+        return {i: position for position, unit in enumerate(self.units) for i in unit.indices}
+
     def gather(self, keep: Iterable[int]) -> list[Message]:
         """The messages of these units, in their original order."""
         return gather(self.messages, self.units, set(keep))

@@ -27,6 +27,8 @@ class ChainResult:
     tokens_before: int
     tokens_after: int
     steps: list[StepStats] = field(default_factory=list)
+    # Set when a step could not do its work and ran a fallback instead (it reports `fallback=reason`).
+    fallback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,15 +50,19 @@ class Chain:
         current = messages
         steps: list[StepStats] = []
         tokens = tokens_before
+        fallback: str | None = None
         for step in self.steps:
             ctx.details.clear()
             started = time.perf_counter()
             current = step.apply(current, ctx)
             ms = (time.perf_counter() - started) * 1000
+            reason = ctx.details.get("fallback")
+            if isinstance(reason, str):
+                fallback = reason
             if trace:
                 after = ctx.count_request(current)
                 steps.append(StepStats(step.name, tokens, after, round(ms, 3), dict(ctx.details)))
                 tokens = after
         if not trace and current is not messages:
             tokens = ctx.count_request(current)
-        return ChainResult(current, tokens_before, tokens, steps)
+        return ChainResult(current, tokens_before, tokens, steps, fallback)

@@ -16,6 +16,7 @@ from .fit import Fit
 from .middle_out import MiddleOut
 from .minify import Minify
 from .none import Noop
+from .notes import Notes
 from .prune_tool_outputs import PruneToolOutputs
 from .shorten_tools import ShortenTools
 from .trim_bulky import TrimBulky
@@ -33,6 +34,7 @@ BUILTINS: tuple[type[Strategy[Any]], ...] = (
     ClearToolUses,
     Minify,
     Dedupe,
+    Notes,
 )
 
 

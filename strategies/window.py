@@ -52,21 +52,13 @@ class Window(Strategy[WindowParams]):
 
     def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
         layout = Layout.of(messages, ctx)
-        unit_of = {i: position for position, unit in enumerate(layout.units) for i in unit.indices}
-        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-        first, last = (unit_of[users[0]], unit_of[users[-1]]) if users else (None, None)
-        # Pinned for the whole conversation: system/developer messages and the first unit. The last user
-        # message's unit is pinned only until the next user message arrives, so it is replayed as well.
-        steady = layout.pinned if last is None or last == first else layout.pinned - {last}
-        question = {last} if last is not None and last not in steady else set()
+        unit_of = layout.unit_of()
+        steady, question = steady_and_question(layout)
 
         budget = self.params.budget
         details: dict[str, bool] = {}
         if budget is None:
-            total = default_total(ctx)
-            allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
-            budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
-            details["overflow"] = layout.cost(steady | question) > total
+            budget, details["overflow"] = default_budget(layout, steady, question, ctx)
         low = int(budget * self.params.low_water)
 
         kept: deque[int] = deque()
@@ -94,3 +86,27 @@ class Window(Strategy[WindowParams]):
         if not cut_units:
             return list(messages)
         return layout.gather(steady | question | set(kept))
+
+
+def steady_and_question(layout: Layout) -> tuple[frozenset[int], frozenset[int]]:
+    """Units pinned for the whole conversation (system/developer messages and the first unit), and the unit of
+    the last user message, which is pinned only until the next user message arrives and so is replayed too.
+    """
+    messages = layout.messages
+    unit_of = layout.unit_of()
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    first, last = (unit_of[users[0]], unit_of[users[-1]]) if users else (None, None)
+    steady = layout.pinned if last is None or last == first else layout.pinned - {last}
+    question = frozenset({last}) if last is not None and last not in steady else frozenset()
+    return steady, question
+
+
+def default_budget(layout: Layout, steady: frozenset[int], question: frozenset[int], ctx: Context) -> tuple[int, bool]:
+    """The kept units' budget when none is given: fit's default total less the tools, the steady units and room
+    for the question (its own size, or QUESTION_ALLOWANCE_PERCENT of the window if that is more); and whether
+    the steady units and the question alone overflow that total.
+    """
+    total = default_total(ctx)
+    allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
+    budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
+    return budget, layout.cost(steady | question) > total

@@ -8,18 +8,35 @@ from fastapi import APIRouter, Request, Response
 from ..compaction import STRATEGIES_HEADER
 from ..headers import upstream_request_headers
 from ..limits import read_body
+from ..notes import NotesTools
+from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
 from ..services import services
+from ..summariser import INTERNAL_HEADER
 
 router = APIRouter()
 logger = logging.getLogger("compaction_proxy.chat")
 
 
-@router.post("/v1/chat/completions")
+def chain_header(request: Request) -> str | None:
+    """The chain the request asks for. A summariser call of a proxy (this one's, looped back by configuration,
+    or another's) is never compacted, whatever else it says: its input is what is being summarised.
+    """
+    if request.headers.get(INTERNAL_HEADER) is not None:
+        return "none"
+    return request.headers.get(STRATEGIES_HEADER)
+
+
+def notes_tools(request: Request) -> NotesTools | None:
+    notes = services(request).notes
+    return notes.for_request(request.headers.raw) if notes is not None else None
+
+
+@router.post("/v1/chat/completions", openapi_extra=CHAT_OPENAPI, responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
     # trace: per-step timings for the metrics, at the cost of a token count per step (mostly cache hits).
-    compacted = await svc.compactor.compact(raw, request.headers.get(STRATEGIES_HEADER), trace=True)
+    compacted = await svc.compactor.compact(raw, chain_header(request), trace=True, notes=notes_tools(request))
     svc.metrics.compacted(compacted)
     response = await svc.upstream.open(
         "POST",
@@ -45,12 +62,12 @@ async def chat_completions(request: Request) -> Response:
     return svc.upstream.relay(response, "POST chat/completions", compacted.response_headers())
 
 
-@router.post("/compact")
+@router.post("/compact", openapi_extra=COMPACT_OPENAPI, responses=COMPACT_RESPONSES)
 async def compact(request: Request) -> Response:
     """Dry run: what /v1/chat/completions would send upstream, with per-step stats. Nothing is forwarded."""
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
-    compacted = await svc.compactor.compact(raw, request.headers.get(STRATEGIES_HEADER), trace=True)
+    compacted = await svc.compactor.compact(raw, chain_header(request), trace=True, notes=notes_tools(request))
     result = compacted.result
     body = {
         "messages": result.messages,

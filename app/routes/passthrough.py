@@ -13,7 +13,8 @@ router = APIRouter()
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-@router.api_route("/v1/{path:path}", methods=METHODS)
+# Not in /openapi.json: what these paths accept and answer is the upstream's contract, not the proxy's.
+@router.api_route("/v1/{path:path}", methods=METHODS, include_in_schema=False)
 async def passthrough(path: str, request: Request) -> Response:
     """Every other /v1/* call (models, embeddings, files, ...) goes upstream unchanged, body streamed."""
     # The raw path keeps the client's percent-encoding exactly.

@@ -6,9 +6,11 @@ from typing import Any
 
 import openai
 import pytest
+import redis
 
 from app import Settings, create_app
 from strategies import Registry
+from tests.support.redis_server import redis_server
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
@@ -57,3 +59,18 @@ def proxy(proxy_server: LoopbackServer, upstream: StandInUpstream) -> LoopbackSe
 @pytest.fixture
 def client(proxy: LoopbackServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test-key", max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def redis_session() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_url(redis_session: str) -> str:
+    """A real Redis server's URL, emptied for each test."""
+    client = redis.Redis.from_url(redis_session)
+    client.flushdb()
+    client.close()
+    return redis_session

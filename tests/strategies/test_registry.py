@@ -62,6 +62,7 @@ def test_the_builtins_are_registered(registry: Registry) -> None:
         "middle_out",
         "minify",
         "none",
+        "notes",
         "prune_tool_outputs",
         "shorten_tools",
         "trim_bulky",

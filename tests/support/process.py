@@ -36,7 +36,10 @@ class ProxyProcess:
             self.lines.append(line.rstrip("\n"))
 
     def __enter__(self) -> ProxyProcess:
-        self.process = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True, env=self.env)
+        # A process group of its own, so stop() can end the workers of `--workers N` along with it.
+        self.process = subprocess.Popen(
+            self.args, stderr=subprocess.PIPE, text=True, env=self.env, start_new_session=True
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         deadline = time.monotonic() + 30  # hang guard
@@ -62,10 +65,14 @@ class ProxyProcess:
         return code
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-        if self.process is not None:
-            self.wait()
+        if self.process is None:
+            return
+        try:
+            # The whole group: killing a supervisor alone would leave its workers serving the port.
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # everything has exited already
+        self.wait()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -16,6 +16,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tests.support.summaries import digest
+
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
     "openai-processing-ms": "42",
@@ -94,6 +96,11 @@ class StandInUpstream:
         self.break_stream_after: int | None = None
         # Set when a request's body did not arrive whole (the sender gave up on it).
         self.request_abandoned = threading.Event()
+        # Summariser calls (marked X-Compaction-Internal: summariser) are answered apart from the rest: with
+        # tests.support.summaries.digest by default, recorded in summariser_calls, not in received.
+        self.summariser_calls: list[Received] = []
+        self.summariser_status = 200
+        self.summariser_gate = threading.Event()  # summariser calls wait for it (shows timeouts, single flight)
         self.reset()
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "DELETE", "PUT"])])
 
@@ -105,6 +112,9 @@ class StandInUpstream:
         self.answer_gate.set()
         self.break_stream_after = None
         self.request_abandoned.clear()
+        self.summariser_calls.clear()
+        self.summariser_status = 200
+        self.summariser_gate.set()
 
     def last(self) -> Received:
         assert self.received, "the upstream received nothing"
@@ -116,6 +126,8 @@ class StandInUpstream:
         except ClientDisconnect:
             self.request_abandoned.set()
             return Response(status_code=400)  # nobody is left to read it
+        if request.headers.get("x-compaction-internal") == "summariser":
+            return await self.summarise(Received(request.method, request.url.path, "", dict(request.headers), body))
         self.received.append(Received(request.method, request.url.path, request.url.query, dict(request.headers), body))
         await anyio.to_thread.run_sync(self.answer_gate.wait)
         canned = self.canned
@@ -133,10 +145,22 @@ class StandInUpstream:
             return JSONResponse({"object": "list", "data": data, "model": "e", "usage": {}})
         return JSONResponse({"error": {"message": "no such route", "type": "invalid_request_error"}}, 404)
 
+    async def summarise(self, call: Received) -> Response:
+        self.summariser_calls.append(call)
+        await anyio.to_thread.run_sync(self.summariser_gate.wait, abandon_on_cancel=True)
+        if self.summariser_status != 200:
+            error = {"message": "summariser down", "type": "server_error", "param": None, "code": None}
+            return JSONResponse({"error": error}, self.summariser_status)
+        notes = digest(call.json()["messages"][-1]["content"])
+        message = {"role": "assistant", "content": notes}
+        answer = {"id": "chatcmpl-notes", "object": "chat.completion", "created": 1, "model": call.json()["model"]}
+        return JSONResponse({**answer, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+
     def chat(self, payload: dict[str, Any]) -> Response:
         model = payload.get("model", "gpt-4o")
         if payload.get("stream"):
-            include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            options = payload.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
             chunks = sse_chunks(model, include_usage)
             if self.break_stream_after is not None:
                 return BrokenStream(chunks[: self.break_stream_after], RESPONSE_HEADERS)

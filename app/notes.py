@@ -1,0 +1,71 @@
+"""Everything the notes strategy gets from the app, built once per app in its lifespan: the notes cache
+(COMPACTION_CACHE_URL) with single flight, the summariser on the pooled upstream client, and the background
+task set that makes folds ahead of need.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import anyio.to_thread
+import httpx
+
+from strategies import ModelTable, NotesCache, Summariser
+
+from .auth import Keys
+from .background import Background
+from .headers import RawHeaders
+from .metrics import Metrics
+from .notes_cache import CacheError, NotesStore, open_backend
+from .settings import Settings
+from .summariser import Summarisers
+
+logger = logging.getLogger("compaction_proxy.notes")
+# Over one summariser call's timeout, so that a live holder never loses the lock mid-call.
+LOCK_MARGIN_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class NotesTools:
+    """What one request's Context carries for the notes strategy."""
+
+    summariser: Summariser
+    cache: NotesCache
+
+
+class NotesRuntime:
+    def __init__(self, store: NotesStore, background: Background, summarisers: Summarisers) -> None:
+        self.store = store
+        self.background = background
+        self.summarisers = summarisers
+
+    @classmethod
+    async def start(
+        cls, settings: Settings, keys: Keys, models: ModelTable, client: httpx.AsyncClient, metrics: Metrics
+    ) -> NotesRuntime:
+        """Raises CacheError when the cache cannot be opened (a SQLite file that cannot be created)."""
+        ttl, size = settings.cache_ttl_seconds, settings.cache_max_entries
+        backend = await anyio.to_thread.run_sync(lambda: open_backend(settings.cache_url, ttl=ttl, max_entries=size))
+        ping = getattr(backend, "ping", None)
+        if ping is not None:
+            try:
+                await anyio.to_thread.run_sync(ping)
+            except CacheError as exc:
+                # Not fatal: notes fall back (notes_cache_error) until the cache is reachable.
+                logger.warning("notes cache %s is not reachable yet: %s", settings.cache_url.split("@")[-1], exc)
+        background = Background(settings.notes_ahead_max)
+        await background.start()
+        store = NotesStore(
+            backend,
+            lock_seconds=settings.summariser_timeout + LOCK_MARGIN_SECONDS,
+            submit=background.submit_from_thread if settings.notes_ahead_max > 0 else None,
+        )
+        return cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
+
+    def for_request(self, headers: RawHeaders) -> NotesTools:
+        return NotesTools(self.summarisers.for_request(headers), self.store)
+
+    async def aclose(self) -> None:
+        await self.background.aclose()
+        await anyio.to_thread.run_sync(self.store.close)

@@ -1,0 +1,33 @@
+"""The contract of a notes cache backend: keyed text with a sliding expiry, and a lock for single flight."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class CacheError(Exception):
+    """The backend failed (unreachable, refused, disk full). Raised by backends instead of their own errors."""
+
+
+class Backend(Protocol):
+    """Synchronous, called from worker threads; implementations are thread-safe.
+
+    Keys are content addresses (hex digests); values are notes. Expiry is sliding: an entry read is kept
+    another ttl, so a conversation in use keeps its newest notes however long it runs.
+    """
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, key: str, notes: str) -> None: ...
+
+    def acquire(self, key: str, token: str, seconds: float) -> bool:
+        """Take the fold lock for key, shared with other processes where the backend is, for at most `seconds`
+        (a holder that dies frees it then). False while someone else holds it.
+        """
+        ...
+
+    def release(self, key: str, token: str) -> None:
+        """Free the lock if `token` still holds it (it may have expired and been taken by someone else)."""
+        ...
+
+    def close(self) -> None: ...

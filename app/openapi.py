@@ -1,0 +1,181 @@
+"""What /openapi.json says about the routes that read their own bodies (/v1/chat/completions and /compact).
+
+Those routes parse the raw bytes themselves (speed, lone surrogates, untouched forwarding), so FastAPI cannot
+infer a request schema: it is declared here as JSON Schema. Only `messages` (an array of objects with a
+string `role`) and `stream` (a boolean or null) are enforced by the proxy; the other fields are described as
+OpenAI defines them and forwarded as sent, so every object allows properties not listed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+CONTENT_PART: dict[str, Any] = {
+    "type": "object",
+    "description": "A content part, e.g. {'type': 'text', 'text': '...'} or {'type': 'image_url', ...}.",
+    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+    "required": ["type"],
+    "additionalProperties": True,
+}
+
+TOOL_CALL: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"type": "string", "examples": ["function"]},
+        "function": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}},
+            "additionalProperties": True,
+        },
+    },
+    "required": ["id", "type", "function"],
+    "additionalProperties": True,
+}
+
+MESSAGE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {
+            "type": "string",
+            "description": "system, developer, user, assistant, tool or function.",
+            "examples": ["user"],
+        },
+        "content": {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": CONTENT_PART}, {"type": "null"}],
+            "description": "Text, a list of content parts, or null (an assistant message with tool calls).",
+        },
+        "name": {"type": "string"},
+        "tool_calls": {"type": "array", "items": TOOL_CALL},
+        "tool_call_id": {"type": "string", "description": "On a tool message: the call it answers."},
+        "function_call": _ANY_OBJECT,
+    },
+    "required": ["role"],
+    "additionalProperties": True,
+}
+
+CHAT_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "examples": ["gpt-4o"]},
+        "messages": {"type": "array", "items": MESSAGE},
+        "stream": {"type": ["boolean", "null"], "description": "Strictly a boolean: 'yes' or 1 is a 400."},
+        "stream_options": {"type": ["object", "null"], "additionalProperties": True},
+        "tools": {"type": "array", "items": _ANY_OBJECT},
+        "max_tokens": {"type": ["integer", "null"]},
+        "max_completion_tokens": {"type": ["integer", "null"]},
+    },
+    "required": ["messages"],
+    "additionalProperties": True,
+}
+
+STRATEGIES_PARAMETER: dict[str, Any] = {
+    "name": "X-Compaction-Strategies",
+    "in": "header",
+    "required": False,
+    "description": "The chain for this request: name or name(key=value, ...), comma-separated; 'none' = off.",
+    "schema": {"type": "string"},
+}
+
+
+def _request(description: str) -> dict[str, Any]:
+    return {
+        "parameters": [STRATEGIES_PARAMETER],
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"application/json": {"schema": CHAT_REQUEST}},
+        },
+    }
+
+
+CHAT_OPENAPI = _request("An OpenAI chat completion request; everything but `messages` is forwarded as sent.")
+COMPACT_OPENAPI = _request("The same body as /v1/chat/completions.")
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error shape, used by every error the proxy itself answers."""
+
+    error: ErrorDetail
+
+
+class CompactStep(BaseModel):
+    # A strategy may report more (e.g. `overflow`, `pattern_timeouts`).
+    model_config = ConfigDict(extra="allow")
+
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    ms: float
+
+
+class CompactResponse(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="What /v1/chat/completions would send upstream.")
+    tokens_before: int
+    tokens_after: int
+    steps: list[CompactStep]
+
+
+def _header(description: str, type: str = "string") -> dict[str, Any]:
+    return {"description": description, "required": True, "schema": {"type": type}}
+
+
+COMPACTION_HEADERS = {
+    "X-Compaction-Strategies": _header("The chain that ran, with the parameters the request set."),
+    "X-Compaction-Tokens-Before": _header("Prompt tokens before compaction.", "integer"),
+    "X-Compaction-Tokens-After": _header("Prompt tokens after compaction.", "integer"),
+    "X-Compaction-Request-Id": _header("The client's X-Request-Id, else a generated one."),
+}
+
+
+# In OpenAPI 3.1 the schema of an event stream describes each event.
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One server-sent event as the upstream sent it: `data` holds a chat.completion.chunk as JSON, "
+    "then [DONE]; or an OpenAI-shaped error object, with no [DONE], when the upstream broke off or went quiet.",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
+    "additionalProperties": True,
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error("Malformed JSON, a body that is not an object, bad `messages` or `stream`, or a bad strategy header."),
+    401: _error("Proxy keys are configured and the request has none or a wrong one."),
+    413: _error("The body is larger than max_body_bytes."),
+    500: _error("A strategy failed and on_strategy_error is 'fail' (code compaction_failed)."),
+}
+
+COMPACT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": CompactResponse, "description": "What would be sent upstream.", "headers": COMPACTION_HEADERS},
+    **ERRORS,
+}
+
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The upstream's answer, relayed as it arrives: JSON, or server-sent events when streaming.",
+        "headers": COMPACTION_HEADERS,
+        "content": {"application/json": {"schema": _ANY_OBJECT}, "text/event-stream": {"schema": SSE_EVENT}},
+    },
+    **ERRORS,
+    502: _error("The upstream cannot be reached (code upstream_unreachable)."),
+    504: _error("The upstream did not answer in time (code upstream_timeout)."),
+    "default": {
+        "description": "An error answered by the upstream, passed through unchanged (status, body and headers).",
+        "content": {"application/json": {"schema": {}}},
+    },
+}

@@ -1,0 +1,108 @@
+"""The notes strategy's summariser: one non-streaming chat completion, on the app's pooled httpx client.
+
+The strategy runs in a worker thread and calls summarise() synchronously; the HTTP call itself runs on the
+event loop (anyio.from_thread.run), so there is one loop and one connection pool, whoever asks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import anyio
+import anyio.from_thread
+import httpx
+import orjson
+
+from strategies import Message, ModelTable
+from strategies.content import text_of
+from strategies.notes_io import SUMMARISER_ERROR, SUMMARISER_TIMEOUT, NotesUnavailable
+
+from .auth import Keys
+from .headers import RawHeaders
+from .settings import Settings
+
+logger = logging.getLogger("compaction_proxy.summariser")
+INTERNAL_HEADER = "x-compaction-internal"
+# Marks the call, so that a proxy receiving it (this one, if the summariser URL points back at it, or another
+# one in front of the model) forwards it uncompacted instead of summarising the summariser's input.
+MARKERS: RawHeaders = [(b"x-compaction-strategies", b"none"), (INTERNAL_HEADER.encode(), b"summariser")]
+# The client's credentials that go with a summariser call made on its behalf.
+_CREDENTIALS = (b"authorization", b"openai-organization", b"openai-project")
+
+
+class Summarisers:
+    """Makes the summariser for one request: with the request's own credentials, unless a summariser key is set."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Keys,
+        models: ModelTable,
+        client: httpx.AsyncClient,
+        record: Callable[[str], None] = lambda outcome: None,
+    ) -> None:
+        self.url = (settings.summariser_base_url or settings.upstream_base_url) + "/chat/completions"
+        self.key = settings.summariser_api_key.get_secret_value().strip()
+        self.default_model = settings.summariser_model or None
+        self.timeout = settings.summariser_timeout
+        self.keys = keys
+        self.models = models
+        self.client = client
+        self.record = record
+
+    def for_request(self, headers: RawHeaders) -> UpstreamSummariser:
+        if self.key:
+            sent: RawHeaders = [(b"authorization", f"Bearer {self.key}".encode())]
+        else:
+            # The same Authorization as the request gets upstream: the client's, or in proxy-keys mode the
+            # upstream key (never the proxy key the client presented).
+            sent = self.keys.outgoing([(name, value) for name, value in headers if name.lower() in _CREDENTIALS])
+        return UpstreamSummariser(self, [*sent, (b"content-type", b"application/json"), *MARKERS])
+
+
+class UpstreamSummariser:
+    def __init__(self, factory: Summarisers, headers: RawHeaders) -> None:
+        self.factory = factory
+        self.headers = headers
+
+    @property
+    def default_model(self) -> str | None:
+        return self.factory.default_model
+
+    def context_window(self, model: str) -> int:
+        return self.factory.models.lookup(model).context_window
+
+    def summarise(self, messages: list[Message], model: str) -> str:
+        return anyio.from_thread.run(self._complete, messages, model)
+
+    async def _complete(self, messages: list[Message], model: str) -> str:
+        factory = self.factory
+        # No max_tokens: reasoning models refuse it and others call it max_completion_tokens; the prompt
+        # bounds the length, and the notes' tokens are counted like any message's.
+        body = orjson.dumps({"model": model, "messages": messages, "stream": False})
+        try:
+            with anyio.fail_after(factory.timeout):
+                response = await factory.client.post(
+                    factory.url, content=body, headers=self.headers, timeout=factory.timeout
+                )
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            factory.record("timeout")
+            logger.warning("summariser call timed out after %gs (%s)", factory.timeout, type(exc).__name__)
+            raise NotesUnavailable(SUMMARISER_TIMEOUT, f"no answer in {factory.timeout:g} s") from None
+        except httpx.TransportError as exc:
+            factory.record("error")
+            logger.warning("summariser unreachable: %s", type(exc).__name__)
+            raise NotesUnavailable(SUMMARISER_ERROR, type(exc).__name__) from None
+        if response.status_code != 200:
+            factory.record("error")
+            logger.warning("summariser answered HTTP %d", response.status_code)
+            raise NotesUnavailable(SUMMARISER_ERROR, f"HTTP {response.status_code}")
+        try:
+            content = orjson.loads(response.content)["choices"][0]["message"]["content"]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            factory.record("error")
+            logger.warning("summariser answer is not a chat completion")
+            raise NotesUnavailable(SUMMARISER_ERROR, "not a chat completion") from None
+        factory.record("ok")
+        return text_of(content)

@@ -1,0 +1,300 @@
+"""notes: the long-chat recipe's running notes. The oldest turns are folded by a summariser into FACTS and
+DECISIONS notes once the kept turns outgrow a budget, so what the user said is kept after its turns are gone.
+
+Stateless and cache-aware like window: the conversation is replayed unit by unit from its start, so every
+request of a conversation finds the same fold points, and each fold's notes are looked up by content address
+(previous key + folded transcript + prompt + model) in the NotesCache the Context carries. Between two folds
+the notes message and the kept units before the question stay byte-identical, so the provider's prompt cache
+holds, and only a request that crosses the budget needs a summariser call (usually made ahead of it).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, field_validator
+
+from .base import Context, Message, Params, Strategy
+from .budget import Layout
+from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
+from .notes_fold import (
+    DEFAULT_PROMPT,
+    NOTES_TOKENS_PER_WORD,
+    chunk_limit,
+    fold_key,
+    notes_message,
+    prompt_text,
+    render,
+    split_fold,
+    summariser_messages,
+)
+from .notes_io import NO_SUMMARISER, SUMMARISER_EMPTY, NotesCache, NotesUnavailable, Summariser
+from .window import default_budget, steady_and_question
+
+if TYPE_CHECKING:
+    from .chain import Chain
+
+# Each fold takes at least (1 - keep_ratio + HEADROOM) * budget: as much as the budget's crossing needs when
+# it comes with a small message, decided by units that are already kept well before it. So the fold can be
+# made ahead of need and found ready; a crossing by a large message folds the rest in a second, small step.
+HEADROOM = 0.1
+
+
+class NotesParams(Params):
+    budget: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens the kept non-pinned units may take before the oldest are folded into the notes "
+        "(default: window's default budget less room for the notes).",
+    )
+    keep_ratio: float = Field(
+        0.5, gt=0, le=1, description="A fold leaves the kept units at most budget * keep_ratio tokens."
+    )
+    model: str | None = Field(
+        None, min_length=1, description="Model the notes are made with (default: summariser_model, else the request's)."
+    )
+    max_words: int = Field(180, ge=10, le=5000, description="Longest notes, in words, the summariser is asked for.")
+    prompt: str | None = Field(
+        None,
+        min_length=1,
+        description="Summariser instructions, '{max_words}' replaced by max_words (default: the built-in prompt).",
+    )
+    role: Literal["system", "developer", "user"] = Field("system", description="Role of the notes message.")
+    prepare_at: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Once the kept units pass budget * prepare_at, the next fold is made in the background (1: never).",
+    )
+    fallback: str = Field(
+        "window",
+        min_length=1,
+        description="Chain run instead when no notes can be had (window gets this budget unless it sets its own).",
+    )
+
+    @field_validator("fallback")
+    @classmethod
+    def _a_chain_without_notes(cls, value: str) -> str:
+        try:
+            specs = parse_chain(value)
+        except ChainSyntaxError as exc:
+            raise ValueError(str(exc)) from None
+        if any(spec.name == "notes" for spec in specs):
+            raise ValueError("the fallback chain must not contain notes itself")
+        return value
+
+
+@dataclass(frozen=True)
+class Fold:
+    positions: tuple[int, ...]  # units folded, oldest first
+    upto: int  # the message replayed when the fold happened: later messages of these units are dropped
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str
+    chunk: str
+
+
+@dataclass(frozen=True)
+class Replay:
+    folds: list[Fold]
+    kept: list[int]  # positions of the units still kept at the end
+    kept_tokens: int
+    ahead: Fold | None  # the next fold, when the kept units have passed budget * prepare_at
+
+
+class Notes(Strategy[NotesParams]):
+    """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into a
+    kept part; whenever it exceeds budget, its oldest whole units are folded into the notes until it is at most
+    budget * keep_ratio. Sent: system/developer messages, the notes message, the first user message's unit, the
+    kept units and the last user message's unit. A unit is folded whole, call and results together.
+    """
+
+    name = "notes"
+    params_model = NotesParams
+    summary = "Fold the oldest turns into running notes (FACTS and DECISIONS) with a summariser, cached (cache-aware)."
+
+    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        layout = Layout.of(messages, ctx)
+        steady, question = steady_and_question(layout)
+        budget = self.params.budget
+        details: dict[str, Any] = {}
+        if budget is None:
+            budget, details["overflow"] = default_budget(layout, steady, question, ctx)
+            budget = max(0, budget - NOTES_TOKENS_PER_WORD * self.params.max_words)
+        replay = self._replay(layout, steady, budget)
+        details.update(
+            budget=budget,
+            kept_units=len(set(replay.kept) - question),
+            kept_tokens=replay.kept_tokens,
+            folds=len(replay.folds),
+        )
+        summariser, cache = ctx.summariser, ctx.notes_cache
+        if summariser is None or cache is None or not (replay.folds or replay.ahead):
+            if replay.folds:
+                return self._fallback(messages, ctx, NotesUnavailable(NO_SUMMARISER), details)
+            ctx.report(**details)
+            return list(messages)
+
+        model = self.params.model or summariser.default_model or ctx.model
+        prompt = prompt_text(self.params.prompt or DEFAULT_PROMPT, self.params.max_words)
+        limit = chunk_limit(
+            summariser.context_window(model), ctx.tokens.count_text(prompt, model), self.params.max_words
+        )
+        make = partial(self._summarise, summariser, prompt, model)
+        calls: list[str] = []
+        steps = self._steps(layout, replay.folds, "", limit, prompt, model, ctx)
+        try:
+            notes, hit = self._fold(steps, cache, partial(make, calls))
+        except NotesUnavailable as exc:
+            return self._fallback(messages, ctx, exc, details)
+        details.update(chunks=len(steps), summariser_calls=len(calls), cached=hit)
+        if replay.ahead is not None:
+            ahead = self._steps(layout, [replay.ahead], steps[-1].key if steps else "", limit, prompt, model, ctx)
+            details["ahead"] = self._fold_ahead(ahead, notes, cache, partial(make, []))
+        if not replay.folds:
+            ctx.report(**details)
+            return list(messages)
+
+        out = layout.gather(steady | question | set(replay.kept))
+        at = next((i for i, m in enumerate(out) if m.get("role") not in ("system", "developer")), len(out))
+        out.insert(at, notes_message(self.params.role, notes))
+        details.update(
+            folded_units=sum(len(f.positions) for f in replay.folds), notes_tokens=ctx.count_message(out[at])
+        )
+        ctx.report(**details)
+        return out
+
+    def _replay(self, layout: Layout, steady: frozenset[int], budget: int) -> Replay:
+        unit_of = layout.unit_of()
+        low = int(budget * self.params.keep_ratio)
+        at_least = budget - low + int(budget * HEADROOM)
+        kept: deque[int] = deque()
+        unit_tokens: dict[int, int] = {}  # each kept unit's messages replayed so far
+        folded: set[int] = set()
+        folds: list[Fold] = []
+        total = 0
+        for index, tokens in enumerate(layout.message_tokens):
+            position = unit_of[index]
+            if position in steady or position in folded:
+                continue
+            if position not in unit_tokens:
+                kept.append(position)
+                unit_tokens[position] = 0
+            unit_tokens[position] += tokens
+            total += tokens
+            if total <= budget:
+                continue
+            # First the part that can be prepared ahead, then whatever else it takes to get down to low.
+            prepared: list[int] = []
+            taken = 0
+            while kept and taken < at_least:
+                prepared.append(kept.popleft())
+                taken += unit_tokens[prepared[-1]]
+            total -= taken
+            rest: list[int] = []
+            while kept and total > low:
+                rest.append(kept.popleft())
+                total -= unit_tokens[rest[-1]]
+            for group in (prepared, rest):
+                if group:
+                    folds.append(Fold(tuple(group), index))
+                    folded.update(group)
+        ahead = None
+        if self.params.prepare_at < 1 and total > budget * self.params.prepare_at:
+            group, taken = [], 0
+            for position in kept:
+                if taken >= at_least:
+                    break
+                group.append(position)
+                taken += unit_tokens[position]
+            if taken >= at_least:
+                ahead = Fold(tuple(group), len(layout.messages) - 1)
+        return Replay(folds, list(kept), total, ahead)
+
+    def _steps(
+        self, layout: Layout, folds: list[Fold], key: str, limit: int, prompt: str, model: str, ctx: Context
+    ) -> list[Step]:
+        """Every summariser call the folds take, in order, each with its content address."""
+        steps: list[Step] = []
+        for fold in folds:
+            units = []
+            for position in fold.positions:
+                indices = [i for i in layout.units[position].indices if i <= fold.upto]
+                text = "\n".join(render(layout.messages[i]) for i in indices)
+                # The messages' cached counts stand in for the transcript's: the same order of size, without
+                # tokenizing every folded turn again on every request.
+                units.append((text, sum(layout.message_tokens[i] for i in indices)))
+            for chunk in split_fold(units, limit, lambda text: ctx.tokens.count_text(text, model)):
+                key = fold_key(key, chunk, prompt, model)
+                steps.append(Step(key, chunk))
+        return steps
+
+    @staticmethod
+    def _fold(steps: list[Step], cache: NotesCache, make: Callable[[str, str], str]) -> tuple[str, bool]:
+        """The notes after every step, and whether they were all cached already. The newest stored notes are
+        looked up first, so a conversation's request usually costs one cache read.
+        """
+        start, notes = 0, ""
+        for index in range(len(steps) - 1, -1, -1):
+            found = cache.get(steps[index].key)
+            if found is not None:
+                start, notes = index + 1, found
+                break
+        for step in steps[start:]:
+            notes = cache.fold(step.key, partial(make, notes, step.chunk))
+        return notes, start == len(steps)
+
+    def _fold_ahead(self, steps: list[Step], notes: str, cache: NotesCache, make: Callable[[str, str], str]) -> bool:
+        """Start the next fold in the background unless it is stored already. Speculative: failures are ignored."""
+        if not steps:
+            return False
+        try:
+            if cache.get(steps[-1].key) is not None:
+                return False
+            return cache.fold_ahead(steps[-1].key, partial(_fold_all, steps, notes, cache, make))
+        except NotesUnavailable:
+            return False
+
+    @staticmethod
+    def _summarise(summariser: Summariser, prompt: str, model: str, calls: list[str], notes: str, chunk: str) -> str:
+        calls.append(chunk)
+        answer = summariser.summarise(summariser_messages(prompt, notes, chunk), model).strip()
+        if not answer:
+            raise NotesUnavailable(SUMMARISER_EMPTY)
+        return answer
+
+    def _fallback(
+        self, messages: list[Message], ctx: Context, exc: NotesUnavailable, details: dict[str, Any]
+    ) -> list[Message]:
+        """The configured deterministic chain, with this budget for a window that sets none. Nothing is cached."""
+        specs = parse_chain(self.params.fallback)
+        if self.params.budget is not None:
+            specs = [
+                StepSpec(s.name, {"budget": self.params.budget, **s.params}) if s.name == "window" else s for s in specs
+            ]
+        text = format_chain(specs)
+        chain = ctx.chains(text) if ctx.chains is not None else _builtin_chain(text)
+        out = messages
+        for step in chain.steps:
+            out = step.apply(out, ctx)
+        ctx.report(**details, fallback=exc.reason, fallback_detail=exc.detail, fallback_chain=text)
+        return out
+
+
+def _fold_all(steps: list[Step], notes: str, cache: NotesCache, make: Callable[[str, str], str]) -> None:
+    for step in steps:
+        notes = cache.fold(step.key, partial(make, notes, step.chunk))
+
+
+def _builtin_chain(text: str) -> Chain:
+    # Imported here: the registry imports this module to list it among the built-ins, and chain the registry.
+    from .chain import Chain
+    from .registry import BUILTINS, Registry
+
+    return Chain.parse(text, Registry(BUILTINS))
