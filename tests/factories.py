@@ -65,3 +65,22 @@ def agent_loop(n: int, output_chars: int) -> list[Message]:
     for i in range(n):
         messages += [call(f"call_{i}"), result(f"call_{i}", output(i, output_chars))]
     return messages
+
+
+def qa_chat(pairs: int, answer: str = "item {i:03} is fine.") -> list[Message]:
+    """A system prompt, `pairs` question/answer pairs (28 tokens each with the default answer), and the last
+    question. `answer` is formatted with the pair's number i.
+    """
+    messages = [system("Be brief.")]
+    for i in range(pairs):
+        messages += [
+            user(f"Question {i:03}: what about item {i:03}?"),
+            assistant(f"Answer {i:03}: " + answer.format(i=i)),
+        ]
+    return [*messages, user(f"Question {pairs:03}: what about item {pairs:03}?")]
+
+
+def client_requests(conversation: list[Message]) -> list[list[Message]]:
+    """The requests a client sends while the conversation grows: each prefix that ends where the model answers."""
+    ends = [k for k in range(1, len(conversation)) if conversation[k]["role"] == "assistant"]
+    return [conversation[:k] for k in ends if any(m["role"] == "user" for m in conversation[:k])] + [conversation]

@@ -15,6 +15,7 @@ import openai
 from strategies import ModelLimits, TokenCounter
 from strategies.notes_fold import NOTES_HEADER, chunk_limit
 from tests.app.conftest import ProxyFactory
+from tests.factories import qa_chat
 from tests.support.metrics import scrape
 from tests.support.servers import LoopbackServer
 from tests.support.summaries import digest
@@ -24,16 +25,10 @@ NOTES = {"X-Compaction-Strategies": "notes(budget=280, prepare_at=1)"}
 
 
 def chat(pairs: int) -> list[dict[str, Any]]:
-    """System prompt, `pairs` question/answer pairs of 28 tokens each, and the last question (as in the
-    strategy's own tests: past 280 tokens at 11 pairs, when the 6 oldest pairs after the first are folded).
+    """As in the strategy's own tests: past 280 tokens at 11 pairs, when the 6 oldest pairs after the first
+    are folded. Every answer names a booking code, so the stand-in summariser keeps it.
     """
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
-    for i in range(pairs):
-        messages += [
-            {"role": "user", "content": f"Question {i:03}: what about item {i:03}?"},
-            {"role": "assistant", "content": f"Answer {i:03}: booked as code {i:03}."},
-        ]
-    return [*messages, {"role": "user", "content": f"Question {pairs:03}: what about item {pairs:03}?"}]
+    return qa_chat(pairs, answer="booked as code {i:03}.")
 
 
 def send(proxy: LoopbackServer, messages: list[dict[str, Any]], headers: dict[str, str] = NOTES) -> httpx.Response:

@@ -12,7 +12,7 @@ from strategies.base import Message
 from strategies.fit import Fit, FitParams
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.units import gather, pinned_units, split_units
-from tests.factories import agent_loop, assistant, call, calls, output, result, system, user
+from tests.factories import agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 
 
@@ -25,25 +25,14 @@ def context(counter: TokenCounter, window: int = 10_000, max_output: int = 1_000
     return Context(model="gpt-4o", tokens=counter, limits=limits, request=request)
 
 
-def chat(pairs: int) -> list[Message]:
-    """A system prompt, `pairs` question/answer pairs of 28 tokens each, and the last question."""
-    messages = [system("Be brief.")]
-    for i in range(pairs):
-        messages += [
-            user(f"Question {i:03}: what about item {i:03}?"),
-            assistant(f"Answer {i:03}: item {i:03} is fine."),
-        ]
-    return [*messages, user(f"Question {pairs:03}: what about item {pairs:03}?")]
-
-
 def test_a_request_within_total_is_forwarded_unchanged(ctx: Context) -> None:
-    messages = chat(5)
+    messages = qa_chat(5)
     assert fit(messages, ctx, total=ctx.count_request(messages)) == messages
     assert ctx.details == {"total": ctx.count_request(messages), "kept_units": 4, "dropped_units": 0, "overflow": False}
 
 
 def test_the_newest_whole_pairs_that_fit_stay_with_system_first_pair_and_question(ctx: Context) -> None:
-    messages = chat(10)
+    messages = qa_chat(10)
     expected = messages[:3] + messages[-7:]  # system, first pair, the newest three pairs, the question
     total = ctx.count_request(expected)
     assert fit(messages, ctx, total=total) == expected
@@ -78,7 +67,7 @@ def test_no_hole_the_oldest_small_unit_goes_when_a_bigger_newer_one_does_not_fit
 
 def test_tool_definitions_count_against_total(counter: TokenCounter) -> None:
     tools = [{"type": "function", "function": {"name": "read", "description": output(0, 200), "parameters": {}}}]
-    messages = chat(10)
+    messages = qa_chat(10)
     plain, with_tools = context(counter), context(counter, tools=tools)
     total = plain.count_request(messages)
     assert fit(messages, plain, total=total) == messages
@@ -117,7 +106,7 @@ def test_the_default_total_comes_from_the_model_table_and_the_request(counter: T
 
 
 def test_the_default_total_binds_and_reserve_overrides_the_output_reserve(counter: TokenCounter) -> None:
-    messages = chat(100)
+    messages = qa_chat(100)
     ctx = context(counter, window=2000, max_output=1000, max_tokens=300)
     out = fit(messages, ctx)
     assert ctx.details["total"] == 2000 - 300 - 40

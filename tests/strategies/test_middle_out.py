@@ -12,23 +12,12 @@ from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.middle_out import MiddleOut, MiddleOutParams
 from strategies.units import gather, pinned_units, split_units
-from tests.factories import agent_loop, assistant, call, calls, output, result, system, user
+from tests.factories import agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 
 
 def middle_out(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
     return MiddleOut(MiddleOutParams(**params)).apply(messages, ctx)
-
-
-def chat(pairs: int) -> list[Message]:
-    """A system prompt, `pairs` question/answer pairs of 28 tokens each, and the last question."""
-    messages = [system("Be brief.")]
-    for i in range(pairs):
-        messages += [
-            user(f"Question {i:03}: what about item {i:03}?"),
-            assistant(f"Answer {i:03}: item {i:03} is fine."),
-        ]
-    return [*messages, user(f"Question {pairs:03}: what about item {pairs:03}?")]
 
 
 def test_a_request_that_fits_is_forwarded_unchanged(ctx: Context) -> None:
@@ -45,7 +34,7 @@ def test_tool_calls_go_from_the_middle_and_the_start_and_end_stay(ctx: Context) 
 
 
 def test_chat_pairs_go_whole_and_the_system_first_pair_and_question_stay(ctx: Context) -> None:
-    messages = chat(9)
+    messages = qa_chat(9)
     expected = messages[:9] + messages[13:]  # pairs 4 and 5, the two in the middle, go
     out = middle_out(messages, ctx, budget=ctx.count_request(expected))
     assert out == expected
@@ -80,7 +69,7 @@ def test_pinned_messages_over_budget_or_limit_are_forwarded_alone_with_overflow(
 def test_the_default_budget_is_fits_default_total(counter: TokenCounter) -> None:
     limits = ModelLimits(context_window=2000, max_output=1000)
     ctx = Context(model="gpt-4o", tokens=counter, limits=limits, request={"max_completion_tokens": 300})
-    messages = chat(100)
+    messages = qa_chat(100)
     out = middle_out(messages, ctx)
     assert ctx.details["budget"] == 2000 - 300 - 40
     assert ctx.count_request(out) <= 1660

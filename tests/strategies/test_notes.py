@@ -17,32 +17,18 @@ from strategies.notes_fold import NOTES_HEADER, NOTES_PREAMBLE, chunk_limit
 from strategies.notes_io import NotesUnavailable
 from strategies.units import split_units
 from strategies.window import Window, WindowParams
-from tests.factories import agent_loop, assistant, call, result, system, user
+from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 from tests.support.summaries import DictNotes, DigestSummariser
 
 
-def chat(pairs: int) -> list[Message]:
-    """A system prompt, `pairs` question/answer pairs of 28 tokens each, and the last question. Every answer
-    names a booking code, so the deterministic summariser keeps it.
-    """
-    messages = [system("Be brief.")]
-    for i in range(pairs):
-        messages += [
-            user(f"Question {i:03}: what about item {i:03}?"),
-            assistant(f"Answer {i:03}: booked as code {i:03}."),
-        ]
-    return [*messages, user(f"Question {pairs:03}: what about item {pairs:03}?")]
-
-
-def requests(conversation: list[Message]) -> list[list[Message]]:
-    """Each request a client sends while the conversation grows: every prefix ending where the model answers."""
-    ends = [k for k in range(1, len(conversation)) if conversation[k]["role"] == "assistant"]
-    return [conversation[:k] for k in ends if any(m["role"] == "user" for m in conversation[:k])] + [conversation]
-
-
 def dumps(messages: list[Message]) -> str:
     return json.dumps(messages, ensure_ascii=False)
+
+
+def booking_chat(pairs: int) -> list[Message]:
+    """Every answer names a booking code, so the deterministic summariser keeps it."""
+    return qa_chat(pairs, answer="booked as code {i:03}.")
 
 
 class Harness:
@@ -66,14 +52,14 @@ class Harness:
 
 def test_a_conversation_within_budget_is_forwarded_unchanged(counter: TokenCounter) -> None:
     harness = Harness(counter)
-    messages = chat(10)
+    messages = booking_chat(10)
     assert harness.run(messages, budget=280) == messages
     assert harness.summariser.calls == [] and harness.details["folds"] == 0
 
 
 def test_over_budget_the_oldest_pairs_become_notes_after_the_system_prompt(counter: TokenCounter) -> None:
     harness = Harness(counter)
-    messages = chat(11)  # 11 pairs of 28 tokens and a question: over 280 at the 11th pair's question
+    messages = booking_chat(11)  # 11 pairs of 28 tokens and a question: over 280 at the 11th pair's question
     out = harness.run(messages, budget=280)
     # The fold takes at least (1 - 0.5 + 0.1) * 280 = 168 tokens: the 6 oldest non-pinned pairs (1 to 6).
     notes = out[1]
@@ -95,8 +81,8 @@ def test_over_budget_the_oldest_pairs_become_notes_after_the_system_prompt(count
 
 def test_the_next_request_reuses_the_notes_and_shares_the_prefix(counter: TokenCounter) -> None:
     harness = Harness(counter)
-    first = harness.run(chat(11), budget=280)
-    second = harness.run(chat(12), budget=280)
+    first = harness.run(booking_chat(11), budget=280)
+    second = harness.run(booking_chat(12), budget=280)
     assert len(harness.summariser.calls) == 1  # the second request found the fold cached
     assert harness.details["cached"] is True and harness.details["summariser_calls"] == 0
     assert dumps(second[: len(first) - 1]) == dumps(first[:-1])  # all but the previous question
@@ -104,7 +90,7 @@ def test_the_next_request_reuses_the_notes_and_shares_the_prefix(counter: TokenC
 
 def test_a_growing_chat_calls_the_summariser_once_per_fold(counter: TokenCounter) -> None:
     harness = Harness(counter)
-    outs = [harness.run(request, budget=280, prepare_at=1) for request in requests(chat(60))]
+    outs = [harness.run(request, budget=280, prepare_at=1) for request in client_requests(booking_chat(60))]
     folds = [n for n in range(1, len(outs)) if harness.details and outs[n][1] != outs[n - 1][1]]
     assert len(harness.summariser.calls) == harness.details["folds"] == 9
     # The compacted prefix only changes where the notes do (every ~6 requests), and stays put in between.
@@ -128,7 +114,7 @@ def test_an_agent_loop_folds_tool_calls_with_their_results(counter: TokenCounter
 def test_a_summariser_failure_falls_back_to_window_with_the_same_budget(counter: TokenCounter) -> None:
     harness = Harness(counter)
     harness.summariser.fail = NotesUnavailable("summariser_timeout", "no answer in 30 s")
-    messages = chat(20)
+    messages = booking_chat(20)
     out = harness.run(messages, budget=280)
     expected = Window(WindowParams(budget=280)).apply(messages, Context(model="gpt-4o", tokens=counter))
     assert out == expected
@@ -142,16 +128,16 @@ def test_a_summariser_failure_falls_back_to_window_with_the_same_budget(counter:
 def test_an_empty_answer_falls_back_and_is_not_cached(counter: TokenCounter) -> None:
     harness = Harness(counter)
     harness.summariser.answer = lambda text: "  \n"
-    out = harness.run(chat(20), budget=280, fallback="fit(total=500)")
+    out = harness.run(booking_chat(20), budget=280, fallback="fit(total=500)")
     assert harness.details["fallback"] == "summariser_empty" and harness.cache.notes == {}
     assert Context(model="gpt-4o", tokens=counter).count_request(out) <= 500
 
 
 def test_without_a_summariser_notes_fall_back_only_when_a_fold_is_due(counter: TokenCounter) -> None:
     ctx = Context(model="gpt-4o", tokens=counter)
-    assert Notes(NotesParams(budget=280)).apply(chat(5), ctx) == chat(5)
+    assert Notes(NotesParams(budget=280)).apply(booking_chat(5), ctx) == booking_chat(5)
     assert "fallback" not in ctx.details
-    Notes(NotesParams(budget=280)).apply(chat(20), ctx)
+    Notes(NotesParams(budget=280)).apply(booking_chat(20), ctx)
     assert ctx.details["fallback"] == "no_summariser"
 
 
@@ -184,23 +170,25 @@ def test_a_single_unit_over_the_summariser_context_is_cut_into_parts(counter: To
 def test_the_next_fold_is_prepared_ahead_and_found_ready(counter: TokenCounter) -> None:
     harness = Harness(counter)
     # 9 pairs take 252 tokens: past 280 * 0.8 = 224, not yet over the budget.
-    out = harness.run(chat(9), budget=280)
-    assert out == chat(9) and harness.details["ahead"] is True and harness.summariser.calls == []
+    out = harness.run(booking_chat(9), budget=280)
+    assert out == booking_chat(9) and harness.details["ahead"] is True and harness.summariser.calls == []
     harness.cache.run_ahead()
     assert len(harness.summariser.calls) == 1
-    harness.run(chat(10), budget=280)  # still within: the prepared fold is stored, nothing more is asked
+    harness.run(booking_chat(10), budget=280)  # still within: the prepared fold is stored, nothing more is asked
     assert harness.details["ahead"] is False and harness.cache.ahead == []
-    harness.run(chat(11), budget=280)  # crosses the budget
+    harness.run(booking_chat(11), budget=280)  # crosses the budget
     assert harness.details["cached"] is True and len(harness.summariser.calls) == 1
 
 
 def test_the_notes_role_and_prompt_are_parameters(counter: TokenCounter) -> None:
     harness = Harness(counter)
-    out = harness.run(chat(11), budget=280, role="developer", prompt="Only codes, {max_words} words.", max_words=50)
+    out = harness.run(
+        booking_chat(11), budget=280, role="developer", prompt="Only codes, {max_words} words.", max_words=50
+    )
     assert out[1]["role"] == "developer"
     assert harness.summariser.calls[0][0]["content"] == "Only codes, 50 words."
     # Another prompt is another content address: the fold is made again.
-    harness.run(chat(11), budget=280, prompt="Other.")
+    harness.run(booking_chat(11), budget=280, prompt="Other.")
     assert len(harness.summariser.calls) == 2
 
 
@@ -243,7 +231,7 @@ def test_consecutive_requests_share_the_compacted_prefix_between_folds(
     counter: TokenCounter, conversation: list[Message], params: dict[str, Any]
 ) -> None:
     harness = Harness(counter)
-    sent = requests(conversation)
+    sent = client_requests(conversation)
     outs = []
     for request in sent:
         outs.append((harness.run(request, **params), harness.details))

@@ -12,7 +12,7 @@ from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.units import gather, pinned_units, split_units
 from strategies.window import Window, WindowParams
-from tests.factories import agent_loop, assistant, call, calls, output, result, system, user
+from tests.factories import agent_loop, call, calls, client_requests, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 
 
@@ -20,27 +20,10 @@ def window(messages: list[Message], ctx: Context, **params: Any) -> list[Message
     return Window(WindowParams(**params)).apply(messages, ctx)
 
 
-def chat(pairs: int) -> list[Message]:
-    """A system prompt, `pairs` question/answer pairs of 28 tokens each (14 a message), and the last question."""
-    messages = [system("Be brief.")]
-    for i in range(pairs):
-        messages += [
-            user(f"Question {i:03}: what about item {i:03}?"),
-            assistant(f"Answer {i:03}: item {i:03} is fine."),
-        ]
-    return [*messages, user(f"Question {pairs:03}: what about item {pairs:03}?")]
-
-
-def requests(conversation: list[Message]) -> list[list[Message]]:
-    """The requests a client sends while the conversation grows: each prefix that ends where the model answers."""
-    ends = [k for k in range(1, len(conversation)) if conversation[k]["role"] == "assistant"]
-    return [conversation[:k] for k in ends if any(m["role"] == "user" for m in conversation[:k])] + [conversation]
-
-
 def replay(conversation: list[Message], counter: TokenCounter, **params: Any) -> list[tuple[list[Message], Any]]:
     """Each request's compacted messages with what window reported."""
     outs = []
-    for request in requests(conversation):
+    for request in client_requests(conversation):
         ctx = Context(model="gpt-4o", tokens=counter)
         outs.append((window(request, ctx, **params), dict(ctx.details)))
     return outs
@@ -56,13 +39,13 @@ def jumps(outs: list[tuple[list[Message], Any]]) -> list[int]:
 
 
 def test_a_conversation_within_budget_is_forwarded_unchanged(ctx: Context) -> None:
-    messages = chat(10)
+    messages = qa_chat(10)
     assert window(messages, ctx, budget=10 * 28) == messages
     assert ctx.details == {"budget": 280, "kept_units": 9, "cut_units": 0, "cuts": 0}
 
 
 def test_over_budget_the_oldest_pairs_are_cut_down_to_the_low_water_mark(ctx: Context) -> None:
-    messages = chat(12)  # replayed: pairs 1..11 and question 12; pair 0 is pinned with the system prompt
+    messages = qa_chat(12)  # replayed: pairs 1..11 and question 12; pair 0 is pinned with the system prompt
     # Question 11 takes the kept part to 294 > 280 tokens: six pairs go (126 <= 140 left), then 5 pairs + q12.
     assert window(messages, ctx, budget=280) == messages[:3] + messages[15:]
     assert ctx.details == {"budget": 280, "kept_units": 5, "cut_units": 6, "cuts": 1}
@@ -100,14 +83,14 @@ def test_the_last_question_is_forwarded_even_when_the_work_after_it_outgrew_the_
 
 
 def test_a_growing_chat_keeps_its_compacted_prefix_until_the_cut_jumps(counter: TokenCounter) -> None:
-    outs = replay(chat(60), counter, budget=280)  # 61 requests, the window holds 10 pairs
+    outs = replay(qa_chat(60), counter, budget=280)  # 61 requests, the window holds 10 pairs
     assert len(outs) == 61
     # The window fills at the 11th request, then every 6th request cuts back to 5 pairs: 9 jumps in 61.
     assert jumps(outs) == [11, 17, 23, 29, 35, 41, 47, 53, 59]
     # Exactly the requests whose replay cut once more.
     assert [n for n in range(1, 61) if outs[n][1]["cuts"] > outs[n - 1][1]["cuts"]] == jumps(outs)
     # Without hysteresis the prefix moves with nearly every request.
-    assert len(jumps(replay(chat(60), counter, budget=280, low_water=1))) == 50
+    assert len(jumps(replay(qa_chat(60), counter, budget=280, low_water=1))) == 50
 
 
 def test_a_growing_agent_loop_keeps_its_compacted_prefix_until_the_cut_jumps(counter: TokenCounter) -> None:
@@ -130,13 +113,13 @@ def test_the_default_budget_leaves_room_for_tools_pinned_messages_and_the_questi
     limits = ModelLimits(context_window=10_000, max_output=1_000)
     ctx = Context(model="gpt-4o", tokens=counter, limits=limits)
     # Total 10000 - 1000 - 200 (2%); the question is under the allowance of 500 (5%), which is held back instead.
-    steady = ctx.count_request(chat(400)[:3])  # system and the first pair
+    steady = ctx.count_request(qa_chat(400)[:3])  # system and the first pair
     for pairs in (100, 400, 401):
-        out = window(chat(pairs), ctx)
+        out = window(qa_chat(pairs), ctx)
         assert ctx.details["budget"] == 8800 - steady - 500
         assert ctx.count_request(out) <= 8800 and ctx.details["overflow"] is False
     # A question over the allowance takes its own size from the budget.
-    long_question = [*chat(400)[:-1], user(output(0, 4000))]
+    long_question = [*qa_chat(400)[:-1], user(output(0, 4000))]
     window(long_question, ctx)
     assert ctx.details["budget"] == 8800 - steady - ctx.count_message(long_question[-1])
 
@@ -194,7 +177,7 @@ def question_unit(messages: list[Message]) -> list[Message]:
 def test_consecutive_requests_share_the_compacted_prefix_until_a_cut(
     counter: TokenCounter, conversation: list[Message], budget: int, low_water: float
 ) -> None:
-    sent = requests(conversation)
+    sent = client_requests(conversation)
     outs = replay(conversation, counter, budget=budget, low_water=low_water)
     for n in range(1, len(outs)):
         (before, details_before), (after, details) = outs[n - 1], outs[n]
