@@ -3,24 +3,27 @@
     python -m bench.compaction                                   # full run, markdown tables on stdout
     python -m bench.compaction --update-docs docs/benchmarks.md  # the same, also rewriting the doc's tables and charts
     python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
+    python -m bench.compaction --judge-base-url URL --judge-model M  # also ask a model the planted questions
 
-In process, no network. Every request of every conversation (each prefix ending where the model answered)
-goes through each chain; see docs/benchmarks.md for the corpora, the metrics and the approximations.
+In process, no network (except the optional judge: see bench/judge.py). Every request of every conversation
+(each prefix ending where the model answered) goes through each chain; see docs/benchmarks.md for the corpora,
+the metrics and the approximations.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from strategies import ModelTable, Registry
+from strategies import Chain, ChainSyntaxError, ModelTable, Registry, StrategyError
 from strategies.base import Context
 from strategies.budget import default_total
 
-from . import report
+from . import judge, report
 from .chains import ChainCase, cases
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
@@ -108,6 +111,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"
     )
+    parser.add_argument("--judge-base-url", help="ask this OpenAI-compatible API the planted questions (e.g. .../v1)")
+    parser.add_argument("--judge-model", help="the model the judge asks (required with --judge-base-url)")
+    parser.add_argument(
+        "--judge-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's API key"
+    )
+    parser.add_argument(
+        "--judge-chains",
+        help="';'-separated chain specs to judge (default: none, the default chain, peers, cache-aware)",
+    )
+    parser.add_argument("--judge-max-questions", type=int, default=50, help="questions per corpus (default 50)")
+    parser.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     budget = args.budget if args.budget is not None else sizes.budget
@@ -115,9 +129,20 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(wanted) - set(CORPORA)
     if unknown:
         parser.error(f"unknown corpora {sorted(unknown)}; choose from {', '.join(CORPORA)}")
+    if args.judge_base_url and not args.judge_model:
+        parser.error("--judge-model is required with --judge-base-url")
+    if args.judge_max_questions < 1 or args.judge_timeout <= 0:
+        parser.error("--judge-max-questions and --judge-timeout must be positive")
 
     started = time.perf_counter()
     registry = Registry.with_plugins()
+    judge_chains = judge.parse_chains(args.judge_chains) if args.judge_chains else judge.default_chains(budget)
+    if args.judge_base_url:
+        try:
+            for spec in judge_chains:
+                Chain.parse(spec, registry)
+        except (ChainSyntaxError, StrategyError) as exc:
+            parser.error(f"--judge-chains: {exc}")
     limits = ModelTable.packaged().lookup(args.model)
     replayer = Replayer(args.model, limits, registry)
     default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
@@ -141,6 +166,20 @@ def main(argv: list[str] | None = None) -> None:
     print(block)
     if args.update_docs:
         report.update_docs(args.update_docs, block)
+    if args.judge_base_url:
+        api_key = os.environ.get(args.judge_api_key_env)
+        if not api_key:
+            print(f"judge: ${args.judge_api_key_env} is not set: asking without an API key", file=sys.stderr)
+        asker = judge.Judge(args.judge_base_url, args.judge_model, api_key, args.judge_timeout)
+        try:
+            rows = judge.run(corpora, judge_chains, replayer, registry, asker, args.judge_max_questions)
+        finally:
+            asker.close()
+        titles = {c.key: c.title for c in corpora}
+        judged = judge.document(rows, titles, model=args.judge_model, command=command)
+        print(judged)
+        if args.update_docs:
+            judge.update_docs(args.update_docs, judged)
 
 
 if __name__ == "__main__":
