@@ -14,6 +14,7 @@ from strategies import (
     ChainResult,
     ChainSyntaxError,
     Context,
+    Memo,
     ModelTable,
     Registry,
     StrategyError,
@@ -63,6 +64,7 @@ class Compactor:
         configured: Mapping[str, Mapping[str, Any]],
         *,
         fail_open: bool = True,
+        memo: Memo | None = None,
     ) -> None:
         """Raises ValueError, naming the setting, when the configured chain or parameters are invalid.
 
@@ -82,6 +84,7 @@ class Compactor:
         self.models = models
         self.configured = configured
         self.fail_open = fail_open
+        self.memo = memo
 
     def chain_for(self, header: str | None) -> Chain:
         if header is None:
@@ -125,6 +128,7 @@ class Compactor:
             summariser=notes.summariser if notes else None,
             notes_cache=notes.cache if notes else None,
             chains=self.parse_configured,
+            memo=self.memo,
         )
         try:
             result = chain.run(messages, ctx, trace=trace)

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
-from strategies import Encodings, ModelLimits, ModelTable, Registry, TokenCounter
+from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, TokenCounter
 
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
@@ -57,6 +57,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             settings.default_strategies,
             settings.strategies,
             fail_open=settings.on_strategy_error == "forward",
+            memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

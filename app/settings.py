@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     default_context_window: int = Field(128_000, gt=0, description="Context window of models not in the table.")
     default_max_output: int = Field(16_384, gt=0, description="Max output tokens of models not in the table.")
     token_cache_size: int = Field(100_000, ge=0, description="Messages whose token counts are remembered.")
+    strategy_memo_chars: int = Field(
+        16_000_000,
+        ge=0,
+        description="Characters of per-content strategy results (minify's) remembered across requests; 0: none.",
+    )
     log_level: str = Field("info", description="debug, info, warning or error.")
     log_format: Literal["json", "text"] = Field(
         "json", description="json: one JSON object per line; text: one human-readable line per record."

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.compaction import Compactor
 from app.settings import Settings
-from strategies import Encodings, ModelTable, Registry, TokenCounter
+from strategies import Encodings, Memo, ModelTable, Registry, TokenCounter
 
 Message = dict[str, Any]
 
@@ -90,7 +90,8 @@ def measure(args: argparse.Namespace) -> None:
 
     def compactor() -> Compactor:
         counter = TokenCounter(encodings, cache_size=settings.token_cache_size)
-        return Compactor(registry, counter, models, settings.default_strategies, settings.strategies)
+        memo = Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None
+        return Compactor(registry, counter, models, settings.default_strategies, settings.strategies, memo=memo)
 
     def timed(c: Compactor, raw: bytes) -> float:
         started = time.perf_counter()

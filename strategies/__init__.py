@@ -4,6 +4,7 @@ from .base import Context, Message, Params, Strategy
 from .chain import Chain, ChainResult, StepStats
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
 from .encodings import Encodings
+from .memo import Memo
 from .models import ModelLimits, ModelTable
 from .notes_io import NotesCache, NotesUnavailable, Summariser
 from .registry import BUILTINS, ENTRY_POINT_GROUP, Registry, StrategyError
@@ -17,6 +18,7 @@ __all__ = [
     "ChainSyntaxError",
     "Context",
     "Encodings",
+    "Memo",
     "Message",
     "ModelLimits",
     "ModelTable",

@@ -15,6 +15,7 @@ REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (O
 
 if TYPE_CHECKING:
     from .chain import Chain
+    from .memo import Memo
     from .notes_io import NotesCache, Summariser
     from .tokens import TokenCounter
 
@@ -51,6 +52,8 @@ class Context:
     # Builds a chain from its text with the app's registry and configured parameters (notes' fallback chain);
     # None: the built-in strategies with their defaults.
     chains: Callable[[str], Chain] | None = None
+    # Results of pure per-content work shared across requests (strategies.memo); None: nothing remembered.
+    memo: Memo | None = None
     # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.

@@ -6,6 +6,7 @@ exactly what it stands for (N more copies of the line above it).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -149,13 +150,20 @@ class Minify(Strategy[MinifyParams]):
         "collapse runs of repeated lines."
     )
 
+    def _minified(self, text: str, ctx: Context) -> str:
+        repeats = self.params.min_repeats
+        if ctx.memo is None:
+            return minify_text(text, repeats)
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return ctx.memo.get_or_compute(b"minify:%d:" % repeats + digest, lambda: minify_text(text, repeats))
+
     def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
         out = list(messages)
         for index, message in enumerate(messages):
             if not is_tool_result(message):
                 continue
             text = text_of(message.get("content"))
-            new = minify_text(text, self.params.min_repeats)
+            new = self._minified(text, ctx)
             if new != text:
                 out[index] = {**message, "content": with_text(message.get("content"), new)}
         return out

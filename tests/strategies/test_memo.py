@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import threading
+
+from strategies import Context, Memo, TokenCounter
+from strategies.minify import Minify, MinifyParams
+from tests.factories import agent_loop, result
+
+
+def test_a_key_is_computed_once_then_remembered() -> None:
+    memo, calls = Memo(100), []
+    assert memo.get_or_compute(b"k", lambda: calls.append(1) or "value") == "value"
+    assert memo.get_or_compute(b"k", lambda: calls.append(1) or "other") == "value"
+    assert calls == [1]
+
+
+def test_the_least_recently_used_go_first_once_the_characters_are_over_the_bound() -> None:
+    memo = Memo(10)
+    memo.get_or_compute(b"a", lambda: "aaaa")
+    memo.get_or_compute(b"b", lambda: "bbbb")
+    memo.get_or_compute(b"a", lambda: "new")  # a hit: a is now the most recent
+    memo.get_or_compute(b"c", lambda: "cccc")  # 12 characters: b, the least recent, goes
+    assert memo.get_or_compute(b"a", lambda: "new") == "aaaa"
+    assert memo.get_or_compute(b"c", lambda: "new") == "cccc"
+    assert memo.get_or_compute(b"b", lambda: "bb") == "bb"
+
+
+def test_a_value_larger_than_the_bound_is_returned_but_not_kept() -> None:
+    memo = Memo(3)
+    assert memo.get_or_compute(b"k", lambda: "long value") == "long value"
+    assert len(memo) == 0
+
+
+def test_concurrent_use_keeps_the_bound() -> None:
+    memo = Memo(1000)
+
+    def work(n: int) -> None:
+        for i in range(500):
+            memo.get_or_compute(f"{n}-{i % 50}".encode(), lambda: "x" * 40)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(memo) * 40 <= 1000
+
+
+def test_minify_with_a_memo_gives_the_same_messages_and_reuses_the_work(counter: TokenCounter) -> None:
+    messages = [*agent_loop(3, 300), result("call_x", '{\n  "a": 1,\n  "b": [1, 2]\n}')]
+    strategy = Minify(MinifyParams())
+    without = strategy.apply(messages, Context(model="gpt-4o", tokens=counter))
+    memo = Memo(1_000_000)
+    first = strategy.apply(messages, Context(model="gpt-4o", tokens=counter, memo=memo))
+    remembered = len(memo)
+    second = strategy.apply(messages, Context(model="gpt-4o", tokens=counter, memo=memo))
+    assert first == without == second
+    assert first[-1]["content"] == '{"a":1,"b":[1,2]}'
+    assert remembered == len([m for m in messages if m["role"] == "tool"])
+    assert len(memo) == remembered  # the second request found every result remembered
