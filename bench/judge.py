@@ -30,6 +30,7 @@ from strategies import Chain, Context, Message, Registry
 
 from .chains import DEFAULT_CHAIN
 from .corpora import Conversation, Corpus, Probe
+from .docs_block import replace_block
 from .replay import Replayer
 
 BEGIN = (
@@ -239,10 +240,10 @@ def document(rows: Sequence[JudgeRow], titles: dict[str, str], *, model: str, co
 def update_docs(path: Path, block: str) -> None:
     """Replace the judge block between its markers; without them, add it before `## Overhead` (or at the end)."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
+    replaced = replace_block(text, BEGIN, END, block)
     generated = f"{BEGIN}\n{block}{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + generated + rest.split(END, 1)[1]
+    if replaced is not None:
+        text = replaced
     elif "\n## Overhead" in text:
         head, rest = text.split("\n## Overhead", 1)
         text = f"{head.rstrip()}\n\n{generated}\n\n## Overhead{rest}"
