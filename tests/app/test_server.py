@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import time
 
 import httpx
@@ -12,18 +11,10 @@ import pytest
 
 from tests.app.conftest import ProxyFactory
 from tests.support.process import ProxyProcess
-from tests.support.servers import LoopbackServer
+from tests.support.servers import LoopbackServer, refuses_connections
 from tests.support.upstream import StandInUpstream, sse_chunks
 
 STREAM = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-
-
-def refuses_connections(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-        return False
-    except ConnectionRefusedError:
-        return True
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from app.settings import Settings
 from app.workers import flag_environment
 from tests.support.metrics import scrape
 from tests.support.process import ProxyProcess
+from tests.support.servers import refuses_connections
 from tests.support.upstream import StandInUpstream, sse_chunks
 
 KEY = "sk-proxy-key-for-workers-7f3a"  # reaches the workers only through the environment they inherit
@@ -54,14 +54,6 @@ def until_both_workers_answered(proxy: ProxyProcess) -> set[str]:
             sent.update(pool.map(lambda _: chat(proxy), range(16)))
             time.sleep(0.1)  # the log lines are read by a thread of their own
     return sent
-
-
-def refuses_connections(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-        return False
-    except ConnectionRefusedError:
-        return True
 
 
 def test_two_workers_share_the_port_and_metrics_count_both(upstream: StandInUpstream, tmp_path: Path) -> None:

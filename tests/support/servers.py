@@ -68,3 +68,12 @@ def unanswered_port(*, backlog_full: bool) -> Iterator[int]:
         finally:
             for filler in fillers:
                 filler.close()
+
+
+def refuses_connections(port: int) -> bool:
+    """Whether nothing accepts connections on this loopback port any more."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return False
+    except ConnectionRefusedError:
+        return True
