@@ -26,7 +26,8 @@ import tiktoken
 
 from strategies import Message
 from strategies.base import REPLY_PRIMING
-from strategies.content import message_bytes, text_of
+from strategies.content import text_of
+from strategies.digests import message_bytes
 
 START, SEPARATOR, END, NAME = -1, -2, -3, -4
 OPENAI_MIN_PREFIX, OPENAI_STEP = 1024, 128

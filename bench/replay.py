@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from strategies import Chain, Context, Encodings, ModelLimits, Registry, TokenCounter, encoding_for_model
-from strategies.content import message_bytes
+from strategies.digests import message_bytes
 from strategies.invariants import compaction_problems
 
 from .cache_model import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from .digests import message_digest
 from .models import DEFAULT_LIMITS, ModelLimits
 
 REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (OpenAI's cookbook)
@@ -58,6 +59,16 @@ class Context:
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.
     _counted: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
+    _digests: dict[int, tuple[Message, bytes]] = field(default_factory=dict, repr=False)
+
+    def digest(self, message: Message) -> bytes:
+        """The message's content digest (strategies.digests), computed once per message object per request."""
+        seen = self._digests.get(id(message))
+        if seen is not None and seen[0] is message:
+            return seen[1]
+        digest = message_digest(message)
+        self._digests[id(message)] = (message, digest)
+        return digest
 
     def count(self, messages: list[Message]) -> int:
         """Prompt tokens of these messages (with the reply priming), without the tool definitions."""
@@ -68,7 +79,7 @@ class Context:
         seen = self._counted.get(id(message))
         if seen is not None and seen[0] is message:
             return seen[1]
-        count = self.tokens.count_message(message, self.model)
+        count = self.tokens.count_message(message, self.model, self.digest(message))
         self._counted[id(message)] = (message, count)
         return count
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
-
-import orjson
 
 from .base import Message
 
@@ -43,14 +40,6 @@ def with_text(content: Any, text: str) -> Any:
         elif not any(_is_text_part(p) for p in out):
             out.append({**part, "text": text})
     return out if any(_is_text_part(p) for p in out) else [{"type": "text", "text": text}, *out]
-
-
-def message_bytes(message: Message) -> bytes:
-    """A canonical serialisation, also for text orjson refuses (lone surrogates, which clients can send)."""
-    try:
-        return orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
 
 def short_hash(text: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import Message
-from .content import message_bytes
+from .digests import message_bytes
 from .tool_pairs import has_visible_content, tool_calls_of
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from .base import REPLY_PRIMING, Message
-from .content import message_bytes, text_of
+from .content import text_of
+from .digests import message_digest
 from .encodings import Encodings
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken") for current chat models.
@@ -52,9 +52,11 @@ class TokenCounter:
         encoding_name = encoding_for_model(model)
         return REPLY_PRIMING + sum(self._count_cached(m, encoding_name) for m in messages)
 
-    def count_message(self, message: Message, model: str) -> int:
-        """One message with its per-message overhead, without the reply priming."""
-        return self._count_cached(message, encoding_for_model(model))
+    def count_message(self, message: Message, model: str, digest: bytes | None = None) -> int:
+        """One message with its per-message overhead, without the reply priming. digest: the message's
+        strategies.digests.message_digest, when the caller has it already.
+        """
+        return self._count_cached(message, encoding_for_model(model), digest)
 
     def count_tools(self, tools: Any, model: str) -> int:
         """Tokens the `tools` definitions add, per the OpenAI cookbook's estimate (num_tokens_for_tools)."""
@@ -87,8 +89,8 @@ class TokenCounter:
                     count += len(encoding.encode(line, disallowed_special=()))
         return count + FUNC_END if functions else 0
 
-    def _count_cached(self, message: Message, encoding_name: str) -> int:
-        key = hashlib.blake2b(message_bytes(message), digest_size=16).digest() + encoding_name.encode()
+    def _count_cached(self, message: Message, encoding_name: str, digest: bytes | None = None) -> int:
+        key = (digest or message_digest(message)) + encoding_name.encode()
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
