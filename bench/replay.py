@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from strategies import Chain, Context, Encodings, ModelLimits, Registry, TokenCounter, encoding_for_model
+from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
 from strategies.digests import message_bytes
 from strategies.invariants import compaction_problems
 
@@ -22,6 +22,7 @@ from .corpora import Conversation, Corpus, request_ends
 from .visibility import Needs, Seen, conversation_needs
 
 MAX_PROBLEMS_KEPT = 5
+MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
 
 
 @dataclass
@@ -85,12 +86,13 @@ class Replayer:
     def run(self, corpus: Corpus, case: ChainCase, charted: str | None = None) -> ChainRun:
         chain = build(case, self.registry)
         counter = self.counter()
+        memo = Memo(MEMO_CHARS)  # the proxy's per-process memo (minify's results, epochs' jump points), cold per chain
         out = ChainRun(corpus.key, case.spec)
         for conversation in corpus.conversations:
             key = (corpus.key, conversation.id)
             if key not in self._needs:
                 self._needs[key] = conversation_needs(conversation, request_ends(conversation.messages))
-            self._conversation(conversation, self._needs[key], chain, counter, out, charted)
+            self._conversation(conversation, self._needs[key], chain, counter, memo, out, charted)
         return out
 
     def _conversation(
@@ -99,6 +101,7 @@ class Replayer:
         needs: dict[int, Needs],
         chain: Chain,
         counter: TokenCounter,
+        memo: Memo,
         out: ChainRun,
         charted: str | None,
     ) -> None:
@@ -107,7 +110,7 @@ class Replayer:
 
         def context() -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
-            return Context(model=self.model, tokens=counter, limits=self.limits, request=request)
+            return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
 
         snapshot = [message_bytes(m) for m in messages]
         cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .content import short_hash, text_of, with_text
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 from .tool_pairs import ToolPair, call_arguments, call_name, find_pairs, with_arguments
 
 # The smallest valid JSON object: OpenAI expects the arguments to parse as one.
 ARGUMENTS_STUB = "{}"
 
 
-class ClearToolUsesParams(Params):
+class ClearToolUsesParams(EpochParams):
     trigger: int = Field(
         100_000, ge=0, description="Prompt tokens (messages plus tool definitions) above which clearing starts."
     )
@@ -28,6 +29,10 @@ class ClearToolUsesParams(Params):
         False,
         description="Also replace the arguments of cleared calls by {}: true for every tool, or a list of tool names.",
     )
+    # The replay below clears in jumps already (all pending uses at once, when the trigger is passed again);
+    # epochs on top only delay them, at a price (docs/benchmarks.md, epochs table).
+    epoch: int | None = epoch_field(0, "tool_calls")
+    min_gain: float = min_gain_field(0.0)
 
 
 def placeholder(name: str, result: str, arguments: str | None) -> str:
@@ -136,20 +141,21 @@ class _Replay:
         return gained
 
 
-class ClearToolUses(Strategy[ClearToolUsesParams]):
+class ClearToolUses(EpochStrategy[ClearToolUsesParams]):
     """Once the prompt passes `trigger` tokens, the oldest tool results (all but the newest `keep` tool
     uses, and none of `exclude_tools`) become a placeholder naming the tool with the result's size and
     hash; the message keeps its role and tool_call_id. With clear_tool_inputs the call's arguments become
     `{}` (id and name kept). Decided oldest first, at every tool result and every earlier request, as if
     each had been compacted the same way, so the cleared set only grows, in steps of at least
-    clear_at_least tokens, and requests in between share their compacted prefix.
+    clear_at_least tokens, and requests in between share their compacted prefix. Epochs and the min_gain rule
+    (strategies.epochs) can be added on top.
     """
 
     name = "clear_tool_uses"
     params_model = ClearToolUsesParams
     summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         replay = _Replay(messages, ctx, self.params)
         out = replay.run()
         ctx.report(cleared_tool_uses=replay.cleared, cleared_tokens=replay.cleared_tokens)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .budget import Layout, default_total
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 
 
-class FitParams(Params):
+class FitParams(EpochParams):
     total: int | None = Field(
         None,
         ge=0,
@@ -22,20 +23,32 @@ class FitParams(Params):
         "(default: the request's max_completion_tokens / max_tokens, else the model's max output, "
         "at most half the context window).",
     )
+    epoch: int | None = epoch_field(
+        None, "tokens", " (default: half the total); a jump fills total less one epoch (at most half)"
+    )
+    min_gain: float = min_gain_field()
 
 
-class Fit(Strategy[FitParams]):
+class Fit(EpochStrategy[FitParams]):
     """Pinned units always go in; then non-pinned units newest first while the request stays within total,
-    stopping at the first that does not fit, so what is dropped is one block of the oldest.
+    stopping at the first that does not fit, so what is dropped is one block of the oldest. In epochs
+    (strategies.epochs): a jump fills total less one epoch, so the next epoch's messages fit.
     """
 
     name = "fit"
+    epoch_unit = "tokens"
     params_model = FitParams
     summary = "Keep the pinned messages and the newest whole units that fit the request into a token total."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def limit(self, ctx: Context) -> int:
         p = self.params
-        total = p.total if p.total is not None else default_total(ctx, p.reserve)
+        return p.total if p.total is not None else default_total(ctx, p.reserve)
+
+    def epoch_size(self, ctx: Context) -> int:
+        return self.params.epoch if self.params.epoch is not None else self.limit(ctx) // 2
+
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+        total = max(0, self.limit(ctx) - room)
         layout = Layout.of(messages, ctx)
         keep = set(layout.pinned)
         tokens = layout.cost(keep)

@@ -11,9 +11,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
+# What an entry costs besides its value, in characters: many tiny values (epochs' jump points) must not
+# grow the memo without bound.
+ENTRY_OVERHEAD = 64
+
 
 class Memo:
-    """A thread-safe LRU of strings bounded by the characters it holds (keys are short digests)."""
+    """A thread-safe LRU of strings bounded by the characters it holds (keys are short digests), each entry
+    charged ENTRY_OVERHEAD characters on top of its value.
+    """
 
     def __init__(self, max_chars: int) -> None:
         self.max_chars = max_chars
@@ -25,20 +31,31 @@ class Memo:
         return len(self._entries)
 
     def get_or_compute(self, key: bytes, compute: Callable[[], str]) -> str:
+        found = self.get(key)
+        if found is not None:
+            return found
+        # Computed outside the lock: two threads may both compute a new key, which costs time, not correctness.
+        value = compute()
+        self.put(key, value)
+        return value
+
+    def get(self, key: bytes) -> str | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                return found
-        # Computed outside the lock: two threads may both compute a new key, which costs time, not correctness.
-        value = compute()
-        if len(value) > self.max_chars:
-            return value
+            return found
+
+    def put(self, key: bytes, value: str) -> None:
+        cost = len(value) + ENTRY_OVERHEAD
+        if cost > self.max_chars:
+            return
         with self._lock:
-            if key not in self._entries:
-                self._entries[key] = value
-                self._chars += len(value)
-                while self._chars > self.max_chars:
-                    _, evicted = self._entries.popitem(last=False)
-                    self._chars -= len(evicted)
-        return value
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= len(old) + ENTRY_OVERHEAD
+            self._entries[key] = value
+            self._chars += cost
+            while self._chars > self.max_chars:
+                _, evicted = self._entries.popitem(last=False)
+                self._chars -= len(evicted) + ENTRY_OVERHEAD

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .budget import Layout, default_total
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 
 
-class MiddleOutParams(Params):
+class MiddleOutParams(EpochParams):
     budget: int | None = Field(
         None,
         ge=0,
@@ -20,22 +21,42 @@ class MiddleOutParams(Params):
         ge=1,
         description="Most messages the request may have, e.g. 1000 for Anthropic models (default: no limit).",
     )
+    epoch: int | None = epoch_field(
+        None, "tokens", " (default: half the budget); a jump fills budget less one epoch (at most half)"
+    )
+    min_gain: float = min_gain_field()
 
 
-class MiddleOut(Strategy[MiddleOutParams]):
+class MiddleOut(EpochStrategy[MiddleOutParams]):
     """While the request is over budget (or over max_messages), drop the non-pinned unit nearest the middle
     of the droppable range; the hole grows outwards, alternating sides, so about as many messages stay
-    before it as after it. The start (the task, early decisions) and the end (the recent work) survive.
+    before it as after it. The start (the task, early decisions) and the end (the recent work) survive. In epochs
+    (strategies.epochs): a jump fills the budget less one epoch (and max_messages less as large a share).
     """
 
     name = "middle_out"
+    epoch_unit = "tokens"
     params_model = MiddleOutParams
     summary = "Drop whole units from the middle of the conversation until it fits the budget and message limit."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def limit(self, ctx: Context) -> int:
+        return self.params.budget if self.params.budget is not None else default_total(ctx)
+
+    def epoch_size(self, ctx: Context) -> int:
+        return self.params.epoch if self.params.epoch is not None else self.limit(ctx) // 2
+
+    def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
+        return tokens > self.limit(ctx) or (
+            self.params.max_messages is not None and messages > self.params.max_messages
+        )
+
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         p = self.params
-        budget = p.budget if p.budget is not None else default_total(ctx)
-        limit = p.max_messages if p.max_messages is not None else len(messages)
+        full = self.limit(ctx)
+        budget = max(0, full - room)
+        limit = len(messages)
+        if p.max_messages is not None:
+            limit = max(1, p.max_messages - (p.max_messages * room // full if full else 0))
         layout = Layout.of(messages, ctx)
         keep = set(range(len(layout.units)))
         tokens, count = layout.cost(keep), len(messages)

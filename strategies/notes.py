@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .budget import Layout
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 from .notes_fold import (
     DEFAULT_PROMPT,
     NOTES_TOKENS_PER_WORD,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 HEADROOM = 0.1
 
 
-class NotesParams(Params):
+class NotesParams(EpochParams):
     budget: int | None = Field(
         None,
         ge=0,
@@ -70,6 +71,9 @@ class NotesParams(Params):
         le=1,
         description="Once the kept units pass budget * prepare_at, the next fold is made in the background (1: never).",
     )
+    # Folds come in steps of budget * (1 - keep_ratio), as window's cuts: no further epoch or test by default.
+    epoch: int | None = epoch_field(0, "tokens")
+    min_gain: float = min_gain_field(0.0)
     fallback: str = Field(
         "window",
         min_length=1,
@@ -108,7 +112,7 @@ class Replay:
     ahead: Fold | None  # the next fold, when the kept units have passed budget * prepare_at
 
 
-class Notes(Strategy[NotesParams]):
+class Notes(EpochStrategy[NotesParams]):
     """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into a
     kept part; whenever it exceeds budget, its oldest whole units are folded into the notes until it is at most
     budget * keep_ratio. Sent: system/developer messages, the notes message, the first user message's unit, the
@@ -116,10 +120,11 @@ class Notes(Strategy[NotesParams]):
     """
 
     name = "notes"
+    epoch_unit = "tokens"
     params_model = NotesParams
     summary = "Fold the oldest turns into running notes (FACTS and DECISIONS) with a summariser, cached (cache-aware)."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         layout = Layout.of(messages, ctx)
         steady, question = steady_and_question(layout)
         budget = self.params.budget

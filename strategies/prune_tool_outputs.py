@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .content import is_tool_result, short_hash, text_of, with_text
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 
 NOTE = "\n[... output truncated ...]"
 
 
-class PruneToolOutputsParams(Params):
+class PruneToolOutputsParams(EpochParams):
     max_chars: int = Field(4000, ge=0, description="Characters of each tool result that are kept.")
+    # Each result is cut when it arrives and stays so: the compacted prefix never changes, and epochs would only
+    # keep the newest results whole for a while, at a price (docs/benchmarks.md, epochs table).
+    epoch: int | None = epoch_field(0, "tool_calls")
+    min_gain: float = min_gain_field(0.0)
 
 
 def prune(text: str, max_chars: int) -> str:
@@ -19,12 +24,16 @@ def prune(text: str, max_chars: int) -> str:
     return f"{text[:max_chars]}{NOTE} ({len(text)} chars, sha256 {short_hash(text)})"
 
 
-class PruneToolOutputs(Strategy[PruneToolOutputsParams]):
+class PruneToolOutputs(EpochStrategy[PruneToolOutputsParams]):
+    """Cuts every long tool result. With epochs (strategies.epochs) the results of the calls since the last
+    jump stay whole until the next.
+    """
+
     name = "prune_tool_outputs"
     params_model = PruneToolOutputsParams
     summary = "Cut every tool result longer than max_chars to its first max_chars characters plus a note."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         limit = self.params.max_chars
         out = list(messages)
         for index, message in enumerate(messages):

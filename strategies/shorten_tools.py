@@ -7,12 +7,13 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .content import text_of, truncate_middle, with_text
+from .epochs import EpochParams, EpochStrategy
 from .tool_pairs import ToolPair, call_arguments, find_pairs, remove_pairs, with_arguments
 
 
-class ShortenToolsParams(Params):
+class ShortenToolsParams(EpochParams):
     full_tool_calls: int = Field(0, ge=0, description="Newest tool calls whose arguments are never shortened.")
     full_tool_outputs: int = Field(10, ge=0, description="Newest tool results that are never shortened.")
     max_tool_calls: int = Field(40, ge=0, description="Tool calls kept at all; older ones go with their results.")
@@ -47,17 +48,18 @@ def shorten_arguments(arguments: str, size: int) -> str:
     return arguments if shortened == data else json.dumps(shortened, ensure_ascii=False)
 
 
-class ShortenTools(Strategy[ShortenToolsParams]):
+class ShortenTools(EpochStrategy[ShortenToolsParams]):
     """Walks tool interactions newest first. While the characters seen stay under max_tool_chars nothing
     is touched; past that, the newest full_* are kept, those up to max_* are truncated with a
-    hash-stamped marker, and older ones are dropped, each call together with its result.
+    hash-stamped marker, and older ones are dropped, each call together with its result. In epochs of
+    `epoch` tool calls (strategies.epochs), as scout-ai's shorten_tools_epoch.
     """
 
     name = "shorten_tools"
     params_model = ShortenToolsParams
     summary = "Keep the newest tool results whole, truncate a middle band, drop the oldest (pairs stay intact)."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         p = self.params
         max_outputs = p.max_tool_outputs if p.max_tool_outputs is not None else p.max_tool_calls
         seen_chars = 0

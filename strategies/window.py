@@ -12,15 +12,16 @@ from collections import deque
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Context, Message
 from .budget import Layout, default_total
+from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
 
 # What the default budget leaves for the last user message when it is not yet known how long the next one
 # is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
 QUESTION_ALLOWANCE_PERCENT = 5
 
 
-class WindowParams(Params):
+class WindowParams(EpochParams):
     budget: int | None = Field(
         None,
         ge=0,
@@ -34,9 +35,13 @@ class WindowParams(Params):
         description="When the kept units outgrow budget, the oldest are cut until they take at most "
         "budget * low_water (1: a sliding window that moves with every request).",
     )
+    # Its cuts already come in steps of budget * (1 - low_water), each removing half the kept part by default,
+    # which pays for the cache under both price models: no further epoch or break-even test by default.
+    epoch: int | None = epoch_field(0, "tokens")
+    min_gain: float = min_gain_field(0.0)
 
 
-class Window(Strategy[WindowParams]):
+class Window(EpochStrategy[WindowParams]):
     """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into
     a kept part; whenever the kept part exceeds budget, its oldest whole units are cut until it is at most
     budget * low_water. The result is the pinned units plus what is kept at the end of the replay.
@@ -47,10 +52,11 @@ class Window(Strategy[WindowParams]):
     """
 
     name = "window"
+    epoch_unit = "tokens"
     params_model = WindowParams
     summary = "Keep the newest whole units within a token budget, cutting back to budget * low_water (cache-aware)."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
         layout = Layout.of(messages, ctx)
         unit_of = layout.unit_of()
         steady, question = steady_and_question(layout)

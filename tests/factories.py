@@ -84,3 +84,7 @@ def client_requests(conversation: list[Message]) -> list[list[Message]]:
     """The requests a client sends while the conversation grows: each prefix that ends where the model answers."""
     ends = [k for k in range(1, len(conversation)) if conversation[k]["role"] == "assistant"]
     return [conversation[:k] for k in ends if any(m["role"] == "user" for m in conversation[:k])] + [conversation]
+
+
+# What a strategy's own tests pass to test its rule without epochs (tests/strategies/test_epochs.py tests those).
+RULE_ALONE: dict[str, Any] = {"epoch": 0, "min_gain": 0}

@@ -16,6 +16,7 @@ from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
 from strategies.content import is_tool_result, text_of
 from strategies.invariants import compaction_problems, pairing_problems
 from tests.factories import (
+    RULE_ALONE,
     agent_loop,
     assistant,
     call,
@@ -31,7 +32,7 @@ from tests.strategies.generators import conversations
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return ClearToolUses(ClearToolUsesParams(**params)).apply(messages, ctx)
+    return ClearToolUses(ClearToolUsesParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
 
 
 def digest(text: str) -> str:

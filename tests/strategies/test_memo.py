@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 
 from strategies import Context, Memo, TokenCounter
+from strategies.memo import ENTRY_OVERHEAD
 from strategies.minify import Minify, MinifyParams
 from tests.factories import agent_loop, result
 
@@ -15,7 +16,7 @@ def test_a_key_is_computed_once_then_remembered() -> None:
 
 
 def test_the_least_recently_used_go_first_once_the_characters_are_over_the_bound() -> None:
-    memo = Memo(10)
+    memo = Memo(10 + 2 * ENTRY_OVERHEAD)
     memo.get_or_compute(b"a", lambda: "aaaa")
     memo.get_or_compute(b"b", lambda: "bbbb")
     memo.get_or_compute(b"a", lambda: "new")  # a hit: a is now the most recent
@@ -25,6 +26,22 @@ def test_the_least_recently_used_go_first_once_the_characters_are_over_the_bound
     assert memo.get_or_compute(b"b", lambda: "bb") == "bb"
 
 
+def test_many_tiny_values_are_bounded_by_their_entry_overhead() -> None:
+    memo = Memo(100 * ENTRY_OVERHEAD)
+    for i in range(1000):
+        memo.put(str(i).encode(), "1")
+    assert len(memo) < 100
+    assert memo.get(b"999") == "1" and memo.get(b"0") is None
+
+
+def test_put_replaces_a_value_and_keeps_the_count_of_characters() -> None:
+    memo = Memo(2 * ENTRY_OVERHEAD + 8)
+    memo.put(b"a", "1234")
+    memo.put(b"a", "5678")
+    memo.put(b"b", "1234")
+    assert (memo.get(b"a"), memo.get(b"b")) == ("5678", "1234")
+
+
 def test_a_value_larger_than_the_bound_is_returned_but_not_kept() -> None:
     memo = Memo(3)
     assert memo.get_or_compute(b"k", lambda: "long value") == "long value"
@@ -32,7 +49,7 @@ def test_a_value_larger_than_the_bound_is_returned_but_not_kept() -> None:
 
 
 def test_concurrent_use_keeps_the_bound() -> None:
-    memo = Memo(1000)
+    memo = Memo(1000 + 10 * ENTRY_OVERHEAD)
 
     def work(n: int) -> None:
         for i in range(500):
@@ -43,7 +60,7 @@ def test_concurrent_use_keeps_the_bound() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert len(memo) * 40 <= 1000
+    assert len(memo) * (40 + ENTRY_OVERHEAD) <= memo.max_chars
 
 
 def test_minify_with_a_memo_gives_the_same_messages_and_reuses_the_work(counter: TokenCounter) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +13,7 @@ from strategies.base import Message
 from strategies.content import is_tool_result, text_of
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.minify import minify_text
-from tests.strategies.generators import conversations
+from tests.strategies.generators import conversations, steps
 
 MARKERS = (
     "Truncated (",
@@ -26,52 +25,6 @@ MARKERS = (
 REGISTRY = Registry(BUILTINS)
 
 
-def without_none(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if v is not None}
-
-
-shorten_tools = st.builds(
-    dict,
-    full_tool_calls=st.integers(0, 3),
-    full_tool_outputs=st.integers(0, 3),
-    max_tool_calls=st.integers(0, 8),
-    max_tool_outputs=st.one_of(st.none(), st.integers(0, 8)),
-    max_tool_chars=st.sampled_from([0, 0, 500, 2000, 100_000]),
-    short_string_length=st.one_of(st.integers(1, 20), st.integers(1, 300)),
-).map(lambda p: StepSpec("shorten_tools", without_none(p)))
-prune_tool_outputs = st.integers(0, 3000).map(lambda n: StepSpec("prune_tool_outputs", {"max_chars": n}))
-window = st.builds(dict, budget=st.integers(1, 3000), low_water=st.floats(0.05, 1.0)).map(
-    lambda p: StepSpec("window", p)
-)
-fit = st.one_of(st.none(), st.integers(0, 5000)).map(lambda t: StepSpec("fit", without_none({"total": t})))
-middle_out = st.builds(
-    dict, budget=st.one_of(st.none(), st.integers(0, 5000)), max_messages=st.one_of(st.none(), st.integers(1, 30))
-).map(lambda p: StepSpec("middle_out", without_none(p)))
-clear_tool_uses = st.builds(
-    dict,
-    trigger=st.integers(0, 3000),
-    keep=st.integers(0, 4),
-    clear_at_least=st.integers(0, 500),
-    exclude_tools=st.sampled_from([[], ["run"]]),
-    clear_tool_inputs=st.booleans(),
-).map(lambda p: StepSpec("clear_tool_uses", p))
-trim_bulky = st.integers(0, 3).map(lambda n: StepSpec("trim_bulky", {"keep_last": n}))
-minify = st.integers(2, 4).map(lambda n: StepSpec("minify", {"min_repeats": n}))
-dedupe = st.integers(0, 300).map(lambda n: StepSpec("dedupe", {"min_chars": n}))
-# shorten_tools has the most paths (budget, three tiers, arguments), so it is drawn most often.
-steps = st.one_of(
-    st.just(StepSpec("none")),
-    shorten_tools,
-    shorten_tools,
-    prune_tool_outputs,
-    window,
-    fit,
-    middle_out,
-    clear_tool_uses,
-    trim_bulky,
-    minify,
-    dedupe,
-)
 chains = st.lists(steps, min_size=1, max_size=3).map(lambda specs: Chain.parse(format_chain(specs), REGISTRY))
 
 examples = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

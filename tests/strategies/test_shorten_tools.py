@@ -10,6 +10,7 @@ from strategies.base import Message
 from strategies.invariants import pairing_problems
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
 from tests.factories import (
+    RULE_ALONE,
     agent_loop,
     assistant,
     call,
@@ -26,7 +27,7 @@ from tests.factories import (
 
 
 def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return ShortenTools(ShortenToolsParams(**params)).apply(messages, ctx)
+    return ShortenTools(ShortenToolsParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
 
 
 def truncated(text: str, keep: int) -> str:

@@ -1,0 +1,176 @@
+"""Epochs (strategies.epochs): jumps at whole epochs, the break-even rule, forced jumps, and the property that
+between two jumps every compacted request extends the previous one byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from strategies import BUILTINS, Chain, Context, Memo, Registry, StepSpec, TokenCounter, format_chain
+from strategies.base import Message
+from strategies.digests import message_bytes
+from strategies.epochs import EpochStrategy, request_ends
+from strategies.fit import Fit, FitParams
+from strategies.invariants import compaction_problems
+from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
+from strategies.shorten_tools import ShortenTools, ShortenToolsParams
+from strategies.tool_pairs import tool_calls_of
+from tests.factories import agent_loop, call, client_requests, output, qa_chat, result, system, user
+from tests.strategies.generators import (
+    clear_tool_uses,
+    conversations,
+    fit,
+    middle_out,
+    prune_tool_outputs,
+    shorten_tools,
+    window,
+)
+
+REGISTRY = Registry(BUILTINS)
+
+
+def run(
+    strategy: EpochStrategy[Any], messages: list[Message], counter: TokenCounter, memo: Memo | None = None
+) -> tuple[list[Message], dict[str, Any]]:
+    ctx = Context(model="gpt-4o", tokens=counter, memo=memo)
+    return strategy.apply(messages, ctx), dict(ctx.details)
+
+
+def as_bytes(messages: list[Message]) -> list[bytes]:
+    return [message_bytes(m) for m in messages]
+
+
+def test_the_boundary_jumps_every_epoch_tool_calls_and_stays_in_between(counter: TokenCounter) -> None:
+    params = dict(max_tool_chars=0, full_tool_outputs=2, max_tool_calls=6, epoch=4, min_gain=0)
+    strategy = ShortenTools(ShortenToolsParams(**params))
+    rule = ShortenTools(ShortenToolsParams(**{**params, "epoch": 0}))
+    conversation = agent_loop(13, 900)
+    boundaries = []
+    previous: list[Message] = []
+    length = 0
+    for request in client_requests(conversation):
+        out, details = run(strategy, request, counter)
+        boundaries.append(details["epoch_boundary"])
+        if details["epoch_boundary"] == len(request):  # a jump here: the rule over the whole request
+            assert out == run(rule, request, counter)[0]
+        else:
+            assert as_bytes(out[: len(previous)]) == as_bytes(previous)
+            assert out[len(previous) :] == request[length:]
+        previous, length = out, len(request)
+    calls_before = [sum(len(tool_calls_of(m)) for m in conversation[:b]) for b in sorted(set(boundaries))]
+    assert calls_before == [0, 4, 8, 12]
+
+
+def test_a_jump_that_does_not_pay_for_the_rewritten_cache_waits(counter: TokenCounter) -> None:
+    # One long result to cut: the cut removes most of what the jump rewrites (from that result on), so it pays
+    # at min_gain 0.35 but never at 1 (it would have to remove all it rewrites).
+    request = [system("s"), user("task"), call("c0"), result("c0", output(0, 4000)), call("c1"), result("c1", "ok")]
+    assert request_ends(request) == [2, 4, 6]
+    out, details = run(PruneToolOutputs(PruneToolOutputsParams(max_chars=100, epoch=1)), request, counter)
+    assert details["jumps"] >= 1 and "[... output truncated ...]" in out[3]["content"]
+    out, details = run(PruneToolOutputs(PruneToolOutputsParams(max_chars=100, epoch=1, min_gain=1)), request, counter)
+    assert details["evaluated"] == 2 and details["jumps"] == 0 and out == request
+
+
+def test_a_jump_that_makes_the_request_longer_is_never_taken(counter: TokenCounter) -> None:
+    # Cutting an 11-character result to 10 adds a longer note than it removes.
+    conversation = [*agent_loop(3, 11)]
+    strategy = PruneToolOutputs(PruneToolOutputsParams(max_chars=10, epoch=1, min_gain=0.01))
+    out, details = run(strategy, conversation, counter)
+    assert out == conversation
+    assert details["evaluated"] >= 1 and details["jumps"] == 0
+
+
+def test_past_the_limit_the_boundary_jumps_whatever_the_epoch_and_min_gain(counter: TokenCounter) -> None:
+    strategy = Fit(FitParams(total=3000, epoch=10**9, min_gain=100))
+    ctx = Context(model="gpt-4o", tokens=counter)
+    for request in client_requests(qa_chat(300)):
+        out, details = run(strategy, request, counter)
+        assert ctx.count_request(out) <= 3000
+    assert details["jumps"] > 2
+
+
+def test_a_jump_of_fit_leaves_room_for_one_epoch(counter: TokenCounter) -> None:
+    ctx = Context(model="gpt-4o", tokens=counter)
+    sizes = []
+    for request in client_requests(qa_chat(300)):
+        out, details = run(Fit(FitParams(total=4000)), request, counter)  # epoch: half the total
+        sizes.append(ctx.count_request(out))
+        if details["epoch_boundary"] == len(request) and details["jumps"]:
+            assert ctx.count_request(out) <= 2000
+    assert max(sizes) <= 4000 and min(sizes[len(sizes) // 2 :]) < 2100
+
+
+def test_the_memo_gives_the_same_bytes_and_spares_the_replay(counter: TokenCounter) -> None:
+    strategy = ShortenTools(ShortenToolsParams(max_tool_chars=0, full_tool_outputs=2, max_tool_calls=6, epoch=3))
+    memo = Memo(1_000_000)
+    for request in client_requests(agent_loop(40, 700)):
+        remembered, details = run(strategy, request, counter, memo)
+        assert as_bytes(remembered) == as_bytes(run(strategy, request, counter)[0])
+        assert details["evaluated"] <= 1  # only this request's own end is new
+
+
+def test_a_different_model_or_parameter_does_not_reuse_the_memo(counter: TokenCounter) -> None:
+    memo = Memo(1_000_000)
+    request = agent_loop(30, 700)
+    run(ShortenTools(ShortenToolsParams(max_tool_chars=0, epoch=3)), request, counter, memo)
+    _, details = run(ShortenTools(ShortenToolsParams(max_tool_chars=0, epoch=4)), request, counter, memo)
+    assert details["evaluated"] > 1
+
+
+# Every strategy with epochs, with epochs or a break-even rule switched on (else it is the rule alone).
+epoch_steps = st.one_of(shorten_tools, prune_tool_outputs, clear_tool_uses, window, fit, middle_out)
+
+
+def growth(strategy: EpochStrategy[Any], messages: list[Message], ctx: Context) -> int:
+    if strategy.epoch_unit == "tokens":
+        return sum(ctx.count_message(m) for m in messages)
+    return sum(len(tool_calls_of(m)) for m in messages if m.get("role") == "assistant")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), epoch_steps, st.booleans())
+def test_between_two_jumps_every_request_extends_the_previous_byte_for_byte(
+    counter: TokenCounter, conversation: list[Message], spec: StepSpec, with_memo: bool
+) -> None:
+    [strategy] = Chain.parse(format_chain([spec]), REGISTRY).steps
+    assert isinstance(strategy, EpochStrategy)
+    ctx = Context(model="gpt-4o", tokens=counter)
+    assume(strategy.epoch_size(ctx) or strategy.params.min_gain)
+    memo = Memo(1_000_000) if with_memo else None
+    previous: list[Message] = []
+    boundary, length = 0, 0
+    for request in client_requests(conversation):
+        out, details = run(strategy, request, counter, memo)
+        assert compaction_problems(request, out) == []
+        new = request[length:]
+        staying = previous + new
+        if details["epoch_boundary"] == boundary:
+            assert as_bytes(out) == as_bytes(staying)  # the previous compacted request, plus the new messages
+        else:
+            assert details["epoch_boundary"] == len(request)  # boundaries move only to a request's end
+            forced = strategy.over_limit(ctx.count_request(staying), len(staying), ctx)
+            grown = growth(strategy, request[boundary:], ctx)
+            assert forced or grown >= strategy.epoch_size(ctx)
+            if not forced and as_bytes(out) != as_bytes(staying):
+                kept = 0
+                for old, new_message in zip(staying, out, strict=False):
+                    if message_bytes(old) != message_bytes(new_message):
+                        break
+                    kept += ctx.count_message(old)
+                removed = ctx.count_request(staying) - ctx.count_request(out)
+                rewritten = ctx.count_request(staying) - ctx.count_request([]) - kept
+                assert removed > 0 and removed >= strategy.params.min_gain * rewritten
+        if memo is not None:
+            assert as_bytes(out) == as_bytes(run(strategy, request, counter)[0])
+        previous, boundary, length = out, details["epoch_boundary"], len(request)
+
+
+def test_request_ends_are_where_the_model_answered_and_now() -> None:
+    conversation = agent_loop(2, 10)
+    assert request_ends(conversation) == [2, 4, 6]
+    assert request_ends([]) == []
+    assert [len(r) for r in client_requests(conversation)] == request_ends(conversation)
