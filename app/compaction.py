@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -27,6 +27,7 @@ from .jsonbody import dump_body, parse_chat_body
 
 if TYPE_CHECKING:
     from .notes import NotesTools
+    from .prefix_tracking import Outcome, PrefixTracker
 
 STRATEGIES_HEADER = "x-compaction-strategies"
 logger = logging.getLogger("compaction_proxy.compaction")
@@ -38,6 +39,7 @@ class Compacted:
     chain: Chain
     result: ChainResult
     fallback: str | None = None
+    prefix: Outcome | None = None  # what this request did to the provider's prompt cache; None: not tracked
 
     def response_headers(self) -> RawHeaders:
         headers = [
@@ -47,6 +49,8 @@ class Compacted:
         ]
         if self.fallback:
             headers.append((b"x-compaction-fallback", self.fallback.encode()))
+        if self.prefix:
+            headers.append((b"x-compaction-prefix", self.prefix.encode()))
         return headers
 
 
@@ -104,17 +108,31 @@ class Compactor:
             ) from None
 
     async def compact(
-        self, raw: bytes, header: str | None, *, trace: bool = False, notes: NotesTools | None = None
+        self,
+        raw: bytes,
+        header: str | None,
+        *,
+        trace: bool = False,
+        notes: NotesTools | None = None,
+        prefix: PrefixTracker | None = None,
     ) -> Compacted:
         chain = self.chain_for(header)
         # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
-        # The notes strategy's summariser calls, too, wait in that thread, while the loop serves others.
-        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace, notes)
+        # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
+        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace, notes, prefix)
 
-    def compact_sync(self, raw: bytes, chain: Chain, trace: bool = False, notes: NotesTools | None = None) -> Compacted:
+    def compact_sync(
+        self,
+        raw: bytes,
+        chain: Chain,
+        trace: bool = False,
+        notes: NotesTools | None = None,
+        prefix: PrefixTracker | None = None,
+    ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body.
 
         notes: the summariser and cache for the notes strategy; without them it falls back.
+        prefix: judges the forwarded messages against the conversation's previous request; None: not tracked.
         """
         body, stdlib = parse_chat_body(raw)
         messages = body["messages"]
@@ -130,6 +148,17 @@ class Compactor:
             chains=self.parse_configured,
             memo=self.memo,
         )
+        compacted = self._run(raw, body, stdlib, chain, ctx, trace)
+        if prefix is None:
+            return compacted
+        # ctx.digest: the token counts already hashed every message, original and forwarded.
+        outcome = prefix.observe(model, messages, compacted.result.messages, ctx.digest)
+        return replace(compacted, prefix=outcome)
+
+    def _run(
+        self, raw: bytes, body: dict[str, Any], stdlib: bool, chain: Chain, ctx: Context, trace: bool
+    ) -> Compacted:
+        messages = body["messages"]
         try:
             result = chain.run(messages, ctx, trace=trace)
         except Exception:

@@ -18,6 +18,7 @@ from .errors import install_error_handlers
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
 from .notes import NotesRuntime
+from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
 from .routes import chat, health, passthrough
@@ -67,9 +68,11 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # First: when its cache cannot be opened, nothing else has been started yet.
+        prefix = await PrefixTracker.open(settings) if settings.prefix_tracking else None
         upstream = Upstream(settings, keys, metrics)
         notes = await NotesRuntime.start(settings, keys, compactor.models, upstream.client, metrics)
-        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness, notes)
+        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness, notes, prefix)
         # Load the default encoding now rather than on the first request (about 0.3 s).
         await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
         readiness.start()
@@ -79,6 +82,8 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             readiness.stop()
             await notes.aclose()  # first: it cancels background folds that use the upstream client
             await upstream.aclose()
+            if prefix is not None:
+                await anyio.to_thread.run_sync(prefix.close)
 
     # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
     # whose pages would load scripts from a CDN.

@@ -15,6 +15,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .compaction import Compacted
+from .prefix_tracking import OUTCOMES
 
 # Streams of long answers run for minutes; the default buckets stop at 10 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -81,7 +82,21 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.prefix = Counter(
+            "compaction_proxy_prefix",
+            "Chat completions by what the forwarded request did to the provider's prompt cache (X-Compaction-Prefix): "
+            "new conversation, extends the previous request's prefix, breaks it, unknown (the cache failed).",
+            ["outcome"],
+            registry=r,
+        )
+        self.tokens_removed = Counter(
+            "compaction_proxy_tokens_removed",
+            "Prompt tokens compaction removed from chat completions (before - after, never below 0 per request).",
+            registry=r,
+        )
         # Present at zero from the start, so a rate() or an alert works before the first failure.
+        for prefix_outcome in OUTCOMES:
+            self.prefix.labels(prefix_outcome)
         for outcome in ("ok", "error", "timeout"):
             self.summariser_calls.labels(outcome)
         for kind in UPSTREAM_ERROR_KINDS:
@@ -99,6 +114,10 @@ class Metrics:
     def compacted(self, compacted: Compacted) -> None:
         self.tokens.labels("before").inc(compacted.result.tokens_before)
         self.tokens.labels("after").inc(compacted.result.tokens_after)
+        # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
+        self.tokens_removed.inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
+        if compacted.prefix:
+            self.prefix.labels(compacted.prefix).inc()
         for step in compacted.result.steps:
             self.strategy_time.labels(step.strategy).observe(step.ms / 1000)
         if compacted.fallback:

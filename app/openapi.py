@@ -168,7 +168,17 @@ COMPACT_RESPONSES: dict[int | str, dict[str, Any]] = {
 CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The upstream's answer, relayed as it arrives: JSON, or server-sent events when streaming.",
-        "headers": COMPACTION_HEADERS,
+        "headers": {
+            **COMPACTION_HEADERS,
+            # Not on /compact (a dry run neither reads nor writes the tracker), nor with prefix_tracking off.
+            "X-Compaction-Prefix": {
+                "description": "What the forwarded request did to the provider's prompt cache: new (first request "
+                "of the conversation), extends (the previous request's forwarded messages are its prefix), breaks, "
+                "or unknown (the cache failed). Absent when prefix_tracking is off.",
+                "required": False,
+                "schema": {"type": "string", "enum": ["new", "extends", "breaks", "unknown"]},
+            },
+        },
         "content": {"application/json": {"schema": _ANY_OBJECT}, "text/event-stream": {"schema": SSE_EVENT}},
     },
     **ERRORS,

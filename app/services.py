@@ -10,6 +10,7 @@ from .auth import Keys
 from .compaction import Compactor
 from .metrics import Metrics
 from .notes import NotesRuntime
+from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .settings import Settings
 from .upstream import Upstream
@@ -24,6 +25,7 @@ class Services:
     metrics: Metrics
     readiness: Readiness
     notes: NotesRuntime | None = None  # None until the lifespan has started it
+    prefix: PrefixTracker | None = None  # None when prefix_tracking is off
 
 
 def services(request: Request) -> Services:

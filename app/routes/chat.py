@@ -10,6 +10,7 @@ from ..headers import upstream_request_headers
 from ..limits import read_body
 from ..notes import NotesTools
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
+from ..prefix_tracking import PrefixTracker
 from ..services import services
 from ..summariser import INTERNAL_HEADER
 
@@ -26,6 +27,13 @@ def chain_header(request: Request) -> str | None:
     return request.headers.get(STRATEGIES_HEADER)
 
 
+def prefix_tracker(request: Request) -> PrefixTracker | None:
+    """None for a summariser call: it is the proxy's own request, not a conversation of the client's."""
+    if request.headers.get(INTERNAL_HEADER) is not None:
+        return None
+    return services(request).prefix
+
+
 def notes_tools(request: Request) -> NotesTools | None:
     notes = services(request).notes
     return notes.for_request(request.headers.raw) if notes is not None else None
@@ -36,7 +44,9 @@ async def chat_completions(request: Request) -> Response:
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
     # trace: per-step timings for the metrics, at the cost of a token count per step (mostly cache hits).
-    compacted = await svc.compactor.compact(raw, chain_header(request), trace=True, notes=notes_tools(request))
+    compacted = await svc.compactor.compact(
+        raw, chain_header(request), trace=True, notes=notes_tools(request), prefix=prefix_tracker(request)
+    )
     svc.metrics.compacted(compacted)
     response = await svc.upstream.open(
         "POST",
@@ -57,6 +67,7 @@ async def chat_completions(request: Request) -> Response:
             "tokens_after": compacted.result.tokens_after,
             "upstream_status": response.status_code,
             "fallback": compacted.fallback,
+            "prefix": compacted.prefix,
         },
     )
     return svc.upstream.relay(response, "POST chat/completions", compacted.response_headers())
