@@ -52,7 +52,9 @@ class Settings(BaseSettings):
         "https://api.openai.com/v1", description="OpenAI-compatible base URL requests are forwarded to."
     )
     default_strategies: str = Field(
-        "shorten_tools", description="Chain used when a request sends no X-Compaction-Strategies header."
+        "minify,dedupe,window",
+        description="Chain used when a request sends no X-Compaction-Strategies header (the default was chosen by "
+        "measurement: docs/benchmarks.md).",
     )
     strategies: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-strategy parameter defaults, e.g. {shorten_tools = {...}}."
@@ -120,6 +122,15 @@ class Settings(BaseSettings):
     summariser_timeout: float = Field(60.0, gt=0, description="Seconds one summariser call may take in all.")
     notes_ahead_max: int = Field(
         4, ge=0, description="Folds made ahead of need in the background at once (0: none are made ahead)."
+    )
+    # --- Prompt-cache reporting (X-Compaction-Prefix), its state kept in the cache at cache_url ---
+    prefix_tracking: bool = Field(
+        True,
+        description="Answer chat completions with X-Compaction-Prefix: whether the forwarded request extends the "
+        "one forwarded before for the same conversation (new, extends, breaks; unknown when the cache fails).",
+    )
+    prefix_tracking_ttl_seconds: int = Field(
+        3600, gt=0, description="Seconds a conversation's last forwarded prefix is remembered; each request renews it."
     )
     shutdown_grace_seconds: int = Field(
         30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."

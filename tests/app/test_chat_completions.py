@@ -14,17 +14,20 @@ from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
 
-def test_heavy_agent_conversation_is_forwarded_shorter(client: openai.OpenAI, upstream: StandInUpstream) -> None:
-    messages = agent_loop(60, output_chars=4000)
+def test_agent_conversation_past_the_window_is_forwarded_within_it(
+    client: openai.OpenAI, upstream: StandInUpstream
+) -> None:
+    messages = agent_loop(200, output_chars=4000)
 
     raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)
     completion = raw.parse()
 
     sent = upstream.last().json()["messages"]
     assert completion.choices[0].message.content == f"seen {len(sent)} messages"
-    assert raw.headers["x-compaction-strategies"] == "shorten_tools"
+    assert raw.headers["x-compaction-strategies"] == "minify,dedupe,window"  # the default chain
     before = int(raw.headers["x-compaction-tokens-before"])
     after = int(raw.headers["x-compaction-tokens-after"])
+    assert before > 128_000 > 112_000 > after  # gpt-4o's window, less the output reserve of 16k
     assert after < before / 2
     assert len(json.dumps(sent)) < len(json.dumps(messages)) / 2
     assert pairing_problems(sent) == []
@@ -116,7 +119,7 @@ def test_none_forwards_the_body_byte_for_byte(proxy: LoopbackServer, upstream: S
 
 def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI, upstream: StandInUpstream) -> None:
     messages = agent_loop(8, output_chars=1000)
-    header = "shorten_tools(full_tool_outputs=3, max_tool_chars=0)"
+    header = "shorten_tools(full_tool_outputs=3, max_tool_chars=0, epoch=0, min_gain=0)"
 
     raw = client.chat.completions.with_raw_response.create(
         model="gpt-4o", messages=messages, extra_headers={"X-Compaction-Strategies": header}
@@ -125,17 +128,20 @@ def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI
     client.chat.completions.create(model="gpt-4o", messages=messages)
     default = upstream.last().json()["messages"]
 
-    assert raw.headers["x-compaction-strategies"] == "shorten_tools(full_tool_outputs=3,max_tool_chars=0)"
+    assert (
+        raw.headers["x-compaction-strategies"]
+        == "shorten_tools(full_tool_outputs=3,max_tool_chars=0,epoch=0,min_gain=0)"
+    )
     whole = [m for m in tuned if m["role"] == "tool" and not m["content"].startswith("Truncated (")]
     assert [m["tool_call_id"] for m in whole] == ["call_5", "call_6", "call_7"]
-    assert default == messages  # under the default 100,000-character budget nothing is touched
+    assert default == messages  # the default chain leaves a conversation far below the window alone
 
 
 @pytest.mark.parametrize(
     ("header", "code", "mentions"),
     [
         ("shorten_tool", "unknown_strategy", "valid strategies: clear_tool_uses, dedupe, fit"),
-        ("shorten_tools(bogus=1)", "unknown_parameter", "valid parameters: full_tool_calls"),
+        ("shorten_tools(bogus=1)", "unknown_parameter", "min_gain, full_tool_calls, full_tool_outputs"),
         ("prune_tool_outputs(max_chars=-5)", "invalid_parameter", "max_chars"),
         ("shorten_tools(full_tool_outputs=3", "invalid_strategy_header", "missing ')'"),
     ],
