@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     strategy_memo_chars: int = Field(
         16_000_000,
         ge=0,
-        description="Characters of per-content strategy results (minify's) remembered across requests; 0: none.",
+        description="Characters of strategy results remembered across requests (minify's output per tool result, "
+        "epochs' jump points per conversation prefix, each entry charged 64 more); 0: none.",
     )
     log_level: str = Field("info", description="debug, info, warning or error.")
     log_format: Literal["json", "text"] = Field(
