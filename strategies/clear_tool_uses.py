@@ -9,14 +9,14 @@ from pydantic import Field
 
 from .base import Context, Message
 from .content import short_hash, text_of, with_text
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
 from .tool_pairs import ToolPair, call_arguments, call_name, find_pairs, with_arguments
 
 # The smallest valid JSON object: OpenAI expects the arguments to parse as one.
 ARGUMENTS_STUB = "{}"
 
 
-class ClearToolUsesParams(EpochParams):
+class ClearToolUsesParams(BreakEvenParams):
     trigger: int = Field(
         100_000, ge=0, description="Prompt tokens (messages plus tool definitions) above which clearing starts."
     )

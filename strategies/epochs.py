@@ -26,6 +26,11 @@ jump (an epoch of 20 tool calls in an agent loop that sends one request per call
 OpenAI's. A jump that changes nothing (the rule leaves the new messages as they are) is always taken: it
 breaks nothing, and starts the next epoch.
 
+fit and middle_out exist to keep a request under a limit, so no jump of theirs is optional: they jump only when
+the request would pass it (and have no min_gain), and their rule then leaves one epoch of room below the limit,
+so the next jump comes an epoch of growth later at the earliest. A jump at a mere epoch of growth would cut a
+request that is within the limit.
+
 With a Memo on the Context (the proxy has one), the replay remembers the last jump point at each request end
 it has seen, under the digest of the conversation so far, so a request costs the rule once for its output
 and at most once more for a jump; without one it replays every jump point from the start.
@@ -72,9 +77,14 @@ def min_gain_field(default: float = DEFAULT_MIN_GAIN) -> Any:
 
 
 class EpochParams(Params):
-    """Parameters of a strategy with epochs; subclasses redeclare the fields with their own defaults."""
+    """Parameters of a strategy with epochs; subclasses redeclare the field with their own default."""
 
     epoch: int | None = epoch_field(DEFAULT_EPOCH_CALLS, "tool_calls")
+
+
+class BreakEvenParams(EpochParams):
+    """Parameters of a strategy whose jumps are optional, and so weighed by the break-even rule."""
+
     min_gain: float = min_gain_field()
 
 
@@ -85,6 +95,8 @@ class EpochStrategy(Strategy[EP]):
     """A strategy whose boundary moves in epochs. Subclasses implement `compact`, the rule without epochs."""
 
     epoch_unit: ClassVar[Unit] = "tool_calls"
+    # fit and middle_out: jumps only when the request would pass the limit, each leaving an epoch of room.
+    jumps_at_limit_only: ClassVar[bool] = False
 
     @abstractmethod
     def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
@@ -102,9 +114,13 @@ class EpochStrategy(Strategy[EP]):
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
         return tokens > self.limit(ctx)
 
+    def min_gain(self) -> float:
+        value = getattr(self.params, "min_gain", 0.0)
+        return float(value)
+
     def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
         size = self.epoch_size(ctx)
-        if size == 0 and self.params.min_gain == 0:
+        if size == 0 and self.min_gain() == 0:
             return self.compact(messages, ctx, 0)  # a boundary recomputed on every request: the rule alone
         return _Replay(self, messages, ctx, size).run()
 
@@ -131,7 +147,7 @@ class _Replay:
         self.overhead = ctx.count_request([])
         self.limit = strategy.limit(ctx)
         # A jump leaves one epoch of room below the limit, but keeps at least half of it filled.
-        self.room = min(size, self.limit // 2) if strategy.epoch_unit == "tokens" else 0
+        self.room = min(size, self.limit // 2) if strategy.jumps_at_limit_only else 0
         self.jumps = self.evaluated = 0
 
     def run(self) -> list[Message]:
@@ -193,7 +209,8 @@ class _Replay:
         """At a request end: the jump's result if the boundary moves here, else None."""
         staying = base_tokens + self.tokens_upto[end] - self.tokens_upto[at]
         forced = self.strategy.over_limit(staying, len(base) + end - at, self.ctx)
-        if not forced and self.growth_upto[end] - self.growth_upto[at] < self.size:
+        grown = self.growth_upto[end] - self.growth_upto[at]
+        if not forced and (self.strategy.jumps_at_limit_only or grown < self.size):
             return None
         self.evaluated += 1
         jumped, details = self._compact(end)
@@ -214,4 +231,4 @@ class _Replay:
                 return True  # nothing changes: moving the boundary here is free
         rewritten = staying_tokens - self.overhead - kept
         removed = staying_tokens - self._count(jumped)
-        return removed > 0 and removed >= self.strategy.params.min_gain * rewritten
+        return removed > 0 and removed >= self.strategy.min_gain() * rewritten

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from .base import Context, Message
 from .budget import Layout, default_total
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import EpochParams, EpochStrategy
 
 
 class FitParams(EpochParams):
@@ -23,10 +23,13 @@ class FitParams(EpochParams):
         "(default: the request's max_completion_tokens / max_tokens, else the model's max output, "
         "at most half the context window).",
     )
-    epoch: int | None = epoch_field(
-        None, "tokens", " (default: half the total); a jump fills total less one epoch (at most half)"
+    epoch: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens of room a cut leaves below the total (at most half of it; default: half): the cut is "
+        "recomputed only when the request would pass the total, so at most once per this many tokens of growth "
+        "(0: on every request over the total).",
     )
-    min_gain: float = min_gain_field()
 
 
 class Fit(EpochStrategy[FitParams]):
@@ -37,6 +40,7 @@ class Fit(EpochStrategy[FitParams]):
 
     name = "fit"
     epoch_unit = "tokens"
+    jumps_at_limit_only = True
     params_model = FitParams
     summary = "Keep the pinned messages and the newest whole units that fit the request into a token total."
 

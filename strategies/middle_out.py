@@ -6,7 +6,7 @@ from pydantic import Field
 
 from .base import Context, Message
 from .budget import Layout, default_total
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import EpochParams, EpochStrategy
 
 
 class MiddleOutParams(EpochParams):
@@ -21,10 +21,13 @@ class MiddleOutParams(EpochParams):
         ge=1,
         description="Most messages the request may have, e.g. 1000 for Anthropic models (default: no limit).",
     )
-    epoch: int | None = epoch_field(
-        None, "tokens", " (default: half the budget); a jump fills budget less one epoch (at most half)"
+    epoch: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens of room a cut leaves below the budget (at most half of it; default: half): the cut is "
+        "recomputed only when the request would pass the budget, so at most once per this many tokens of growth "
+        "(0: on every request over the budget).",
     )
-    min_gain: float = min_gain_field()
 
 
 class MiddleOut(EpochStrategy[MiddleOutParams]):
@@ -36,6 +39,7 @@ class MiddleOut(EpochStrategy[MiddleOutParams]):
 
     name = "middle_out"
     epoch_unit = "tokens"
+    jumps_at_limit_only = True
     params_model = MiddleOutParams
     summary = "Drop whole units from the middle of the conversation until it fits the budget and message limit."
 

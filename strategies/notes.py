@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 from .base import Context, Message
 from .budget import Layout
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
 from .notes_fold import (
     DEFAULT_PROMPT,
     NOTES_TOKENS_PER_WORD,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 HEADROOM = 0.1
 
 
-class NotesParams(EpochParams):
+class NotesParams(BreakEvenParams):
     budget: int | None = Field(
         None,
         ge=0,

@@ -6,12 +6,12 @@ from pydantic import Field
 
 from .base import Context, Message
 from .content import is_tool_result, short_hash, text_of, with_text
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
 
 NOTE = "\n[... output truncated ...]"
 
 
-class PruneToolOutputsParams(EpochParams):
+class PruneToolOutputsParams(BreakEvenParams):
     max_chars: int = Field(4000, ge=0, description="Characters of each tool result that are kept.")
     # Each result is cut when it arrives and stays so: the compacted prefix never changes, and epochs would only
     # keep the newest results whole for a while, at a price (docs/benchmarks.md, epochs table).

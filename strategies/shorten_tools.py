@@ -9,11 +9,11 @@ from pydantic import Field
 
 from .base import Context, Message
 from .content import text_of, truncate_middle, with_text
-from .epochs import EpochParams, EpochStrategy
+from .epochs import BreakEvenParams, EpochStrategy
 from .tool_pairs import ToolPair, call_arguments, find_pairs, remove_pairs, with_arguments
 
 
-class ShortenToolsParams(EpochParams):
+class ShortenToolsParams(BreakEvenParams):
     full_tool_calls: int = Field(0, ge=0, description="Newest tool calls whose arguments are never shortened.")
     full_tool_outputs: int = Field(10, ge=0, description="Newest tool results that are never shortened.")
     max_tool_calls: int = Field(40, ge=0, description="Tool calls kept at all; older ones go with their results.")

@@ -14,14 +14,14 @@ from pydantic import Field
 
 from .base import Context, Message
 from .budget import Layout, default_total
-from .epochs import EpochParams, EpochStrategy, epoch_field, min_gain_field
+from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
 
 # What the default budget leaves for the last user message when it is not yet known how long the next one
 # is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
 QUESTION_ALLOWANCE_PERCENT = 5
 
 
-class WindowParams(EpochParams):
+class WindowParams(BreakEvenParams):
     budget: int | None = Field(
         None,
         ge=0,

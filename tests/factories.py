@@ -88,3 +88,4 @@ def client_requests(conversation: list[Message]) -> list[list[Message]]:
 
 # What a strategy's own tests pass to test its rule without epochs (tests/strategies/test_epochs.py tests those).
 RULE_ALONE: dict[str, Any] = {"epoch": 0, "min_gain": 0}
+CUT_ALONE: dict[str, Any] = {"epoch": 0}  # the same for fit and middle_out, which have no min_gain

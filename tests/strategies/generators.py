@@ -99,14 +99,12 @@ fit = st.builds(
     dict,
     total=st.one_of(st.none(), st.integers(0, 5000)),
     epoch=st.one_of(st.none(), epoch_tokens),
-    min_gain=min_gains,
 ).map(lambda p: StepSpec("fit", without_none(p)))
 middle_out = st.builds(
     dict,
     budget=st.one_of(st.none(), st.integers(0, 5000)),
     max_messages=st.one_of(st.none(), st.integers(1, 30)),
     epoch=st.one_of(st.none(), epoch_tokens),
-    min_gain=min_gains,
 ).map(lambda p: StepSpec("middle_out", without_none(p)))
 clear_tool_uses = st.builds(
     dict,

@@ -12,12 +12,12 @@ from strategies.base import Message
 from strategies.fit import Fit, FitParams
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.units import gather, pinned_units, split_units
-from tests.factories import RULE_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
+from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 
 
 def fit(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return Fit(FitParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
+    return Fit(FitParams(**{**CUT_ALONE, **params})).apply(messages, ctx)
 
 
 def context(counter: TokenCounter, window: int = 10_000, max_output: int = 1_000, **request: Any) -> Context:

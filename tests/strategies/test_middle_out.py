@@ -12,12 +12,12 @@ from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.middle_out import MiddleOut, MiddleOutParams
 from strategies.units import gather, pinned_units, split_units
-from tests.factories import RULE_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
+from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 
 
 def middle_out(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return MiddleOut(MiddleOutParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
+    return MiddleOut(MiddleOutParams(**{**CUT_ALONE, **params})).apply(messages, ctx)
 
 
 def test_a_request_that_fits_is_forwarded_unchanged(ctx: Context) -> None:
