@@ -2,6 +2,7 @@
 
     python -m bench.compaction                                   # full run, markdown tables on stdout
     python -m bench.compaction --update-docs docs/benchmarks.md  # the same, also rewriting the doc's tables and charts
+    python -m bench.compaction --update-readme README.md         # also the README's default-chain table
     python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
     python -m bench.compaction --judge-base-url URL --judge-model M  # also ask a model the planted questions
 
@@ -16,19 +17,17 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from strategies import Chain, ChainSyntaxError, ModelTable, Registry, StrategyError
 from strategies.base import Context
 from strategies.budget import default_total
 
-from . import judge, report
-from .chains import ChainCase, cases
+from . import default_choice, judge, report, report_default
+from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
-
-CHARTED_CHAINS = ("none", "shorten_tools", "middle_out", "clear_tool_uses")
 
 
 @dataclass(frozen=True)
@@ -57,24 +56,38 @@ def build_corpora(sizes: Sizes, seed: int, wanted: list[str]) -> list[Corpus]:
     return [builders[key]() for key in wanted]
 
 
-def run(corpora: list[Corpus], chain_cases: list[ChainCase], replayer: Replayer) -> dict[str, list[ChainRun]]:
+def run(corpora: list[Corpus], runners: dict[str, str], replayer: Replayer) -> dict[str, list[ChainRun]]:
+    """Per corpus, a run of every spec in runners (spec -> the spec whose run stands for it, chains.plan), each
+    distinct chain replayed once and reported under each of its specs.
+    """
     results: dict[str, list[ChainRun]] = {}
     for corpus in corpora:
         if corpus.skipped:
             print(f"{corpus.key}: skipped: {corpus.skipped}", file=sys.stderr)
             continue
         charted = corpus.conversations[0].id if corpus.conversations else None
-        for case in chain_cases:
-            started = time.perf_counter()
-            results.setdefault(corpus.key, []).append(replayer.run(corpus, case, charted))
-            print(f"{corpus.key} x {case.spec}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        done: dict[str, ChainRun] = {}
+        for spec, runner in runners.items():
+            if runner not in done:
+                started = time.perf_counter()
+                done[runner] = replayer.run(corpus, ChainCase(runner, "run"), charted)
+                print(f"{corpus.key} x {runner}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            results.setdefault(corpus.key, []).append(replace(done[runner], chain=spec))
     return results
 
 
+def charted(shipped: str, chosen: str | None, peer_list: list[Peer], budget: int) -> list[str]:
+    """The chains drawn in the session chart: the shipped default, the chosen one, the peers, and the two peers'
+    rules with epochs (at most 10 lines, one colour each).
+    """
+    chains = ["none", shipped, *([chosen] if chosen else []), *(p.spec for p in peer_list)]
+    return list(dict.fromkeys([*chains, "shorten_tools", f"fit(total={budget})"]))
+
+
 def draw(
-    corpora: list[Corpus], results: dict[str, list[ChainRun]], folder: Path, budget: int, window: int
+    corpora: list[Corpus], results: dict[str, list[ChainRun]], folder: Path, shown: list[str], window: int
 ) -> list[str]:
-    """The charts as PNG files in folder; their names, or none when matplotlib is not installed."""
+    """results: the main tables' runs (the bar and scatter charts show each); shown: the session chart's."""
     try:
         from . import charts
     except ImportError as exc:
@@ -86,12 +99,6 @@ def draw(
     names = [billed]
     agent = next((c for c in corpora if c.key == "agent" and not c.skipped), None)
     if agent is not None:
-        shown = [
-            *CHARTED_CHAINS,
-            f"fit(total={budget})",
-            f"window(budget={budget})",
-            f"minify,dedupe,clear_tool_uses(trigger={budget}),window(budget={budget})",
-        ]
         charts.session(agent, results["agent"], shown, window, folder / session)
         names.append(session)
     if any(c.has_probes and not c.skipped for c in corpora):
@@ -110,6 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
     parser.add_argument(
         "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"
+    )
+    parser.add_argument(
+        "--update-readme", type=Path, help="rewrite the default-chain table between its markers in this README"
     )
     parser.add_argument("--judge-base-url", help="ask this OpenAI-compatible API the planted questions (e.g. .../v1)")
     parser.add_argument("--judge-model", help="the model the judge asks (required with --judge-base-url)")
@@ -133,9 +143,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--judge-model is required with --judge-base-url")
     if args.judge_max_questions < 1 or args.judge_timeout <= 0:
         parser.error("--judge-max-questions and --judge-timeout must be positive")
+    if args.update_readme and not report_default.markers_present(args.update_readme):
+        parser.error(f"--update-readme: {args.update_readme} has no {report_default.README_END} marker pair")
 
     started = time.perf_counter()
     registry = Registry.with_plugins()
+    shipped = shipped_default()
+    peer_list = peers(budget)
     judge_chains = judge.parse_chains(args.judge_chains) if args.judge_chains else judge.default_chains(budget)
     if args.judge_base_url:
         try:
@@ -147,15 +161,28 @@ def main(argv: list[str] | None = None) -> None:
     replayer = Replayer(args.model, limits, registry)
     default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
     corpora = build_corpora(sizes, args.seed, wanted)
-    chain_cases = cases(budget, registry)
-    results = run(corpora, chain_cases, replayer)
+    chain_cases = cases(budget, registry, shipped)
+    pairs = epoch_pairs(budget)
+    runners = plan(all_specs(chain_cases, pairs), registry)
+    results = run(corpora, runners, replayer)
+    # The choice is among distinct chains: a spec run as another is the same chain under a second name.
+    distinct = {corpus: [r for r in runs if runners[r.chain] == r.chain] for corpus, runs in results.items()}
+    ranked = default_choice.standings(distinct, shipped=shipped)
     folder = args.update_docs.parent if args.update_docs else args.charts
-    names = draw(corpora, results, folder, budget, limits.context_window) if folder and results else []
+    chosen = default_choice.choose(ranked)
+    shown = charted(shipped, chosen.chain if chosen else None, peer_list, budget)
+    main_runs = report.main_runs(results, chain_cases)
+    names = draw(corpora, main_runs, folder, shown, limits.context_window) if folder and results else []
     command = "python -m bench.compaction" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     block = report.document(
         corpora,
         results,
         chain_cases,
+        pairs=pairs,
+        peers=peer_list,
+        plan=runners,
+        ranked=ranked,
+        shipped=shipped,
         command=command,
         seconds=time.perf_counter() - started,
         window=limits.context_window,
@@ -166,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     print(block)
     if args.update_docs:
         report.update_docs(args.update_docs, block)
+    if args.update_readme:
+        readme = report_default.readme_block(corpora, results, ranked, (shipped, runners[shipped]), peer_list, command)
+        report_default.update_readme(args.update_readme, readme)
     if args.judge_base_url:
         api_key = os.environ.get(args.judge_api_key_env)
         if not api_key:

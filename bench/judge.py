@@ -28,7 +28,7 @@ import httpx
 
 from strategies import Chain, Context, Message, Registry
 
-from .chains import DEFAULT_CHAIN
+from .chains import peers, shipped_default
 from .corpora import Conversation, Corpus, Probe
 from .docs_block import replace_block
 from .replay import Replayer
@@ -43,15 +43,9 @@ INSTRUCTION = "Answer from this conversation only, with the value alone."
 
 
 def default_chains(budget: int) -> list[str]:
-    """`none`, the default chain, the peers' reference chains and the cache-aware stack the benchmark lists."""
-    return [
-        "none",
-        DEFAULT_CHAIN,
-        "middle_out",
-        "clear_tool_uses",
-        f"fit(total={budget})",
-        "minify,dedupe,clear_tool_uses,window",
-    ]
+    """`none`, the shipped default chain, the peers' reference chains and the cache-aware stack."""
+    listed = ["none", shipped_default(), *(p.spec for p in peers(budget)), "minify,dedupe,clear_tool_uses,window"]
+    return list(dict.fromkeys(listed))
 
 
 def parse_chains(text: str) -> list[str]:

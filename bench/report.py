@@ -1,4 +1,6 @@
-"""Markdown for the compaction benchmark: the machine, one table per corpus, the headline table."""
+"""Markdown for the compaction benchmark: the machine, the headline, the chosen default, one table per corpus,
+the epochs table.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .chains import DEFAULT_CHAIN, ChainCase
+from . import report_default, report_epochs
+from .cells import facts, percentile, share, tokens
+from .chains import ChainCase, EpochPair, Peer
 from .corpora import Corpus
+from .default_choice import Standing
 from .docs_block import replace_block
 from .replay import ChainRun
 
@@ -21,23 +25,6 @@ HEADER = (
     "| chain | tokens after | saved | peak | > window | violations | facts kept | stale | arg recall | cache hit "
     "| billed OpenAI | billed Anthropic | p50 ms | p99 ms |"
 )
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil
-    return ordered[int(rank) - 1]
-
-
-def tokens(n: float) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
-
-
-def share(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "n/a"
 
 
 def machine() -> str:
@@ -74,13 +61,19 @@ def _commit() -> str:
     return f"commit: {head.stdout.strip()}{changed}"
 
 
-def chains_table(cases: list[ChainCase]) -> str:
+def chains_table(cases: list[ChainCase], plan: dict[str, str]) -> str:
+    """plan: each spec's runner (chains.plan); a spec run as another says so."""
     rows = ["| chain | kind | stands for |", "| --- | --- | --- |"]
-    rows += [f"| `{c.spec}` | {c.kind} | {c.note} |" for c in cases]
+    for c in cases:
+        same = (
+            f"{'; ' if c.note else ''}the same chain as `{plan[c.spec]}` (run once)" if plan[c.spec] != c.spec else ""
+        )
+        rows.append(f"| `{c.spec}` | {c.kind} | {c.note}{same} |")
     return "\n".join(rows)
 
 
 def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budget: int, budget: int) -> str:
+    """runs: `none` first."""
     if corpus.skipped:
         return f"#### {corpus.title}\n\nSkipped: {corpus.skipped}.\n"
     base = runs[0]
@@ -98,7 +91,7 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
     ]
     for run in runs:
         seen = run.seen
-        facts = f"{seen.facts_kept}/{seen.facts} ({share(seen.facts_kept, seen.facts)})" if corpus.has_probes else "n/a"
+        kept = facts(seen.facts_kept, seen.facts) if corpus.has_probes else "n/a"
         stale = str(seen.facts_stale) if corpus.has_probes else "n/a"
         cells = [
             f"`{run.chain}`",
@@ -107,7 +100,7 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
             tokens(run.peak_after),
             str(run.over_window_after),
             str(run.violations),
-            facts,
+            kept,
             stale,
             share(seen.values_kept, seen.values),
             share(run.cached, run.tokens_after),
@@ -150,13 +143,16 @@ def _binding(peak: int, default_budget: int, budget: int) -> str:
     )
 
 
-def headline(corpora: list[Corpus], results: dict[str, list[ChainRun]], budget: int) -> str:
-    """Billed input relative to `none` per corpus and price model: the default chain, the peers, the best."""
-    peers = [DEFAULT_CHAIN, "middle_out", "clear_tool_uses", f"fit(total={budget})"]
+def headline(corpora: list[Corpus], results: dict[str, list[ChainRun]], shipped: str, peers: list[Peer]) -> str:
+    """Billed input relative to `none` per corpus and price model: the shipped default, the peers' reference
+    chains (their specs in the chains table), and the best chain run on the corpus.
+    """
+    columns = [shipped, *(p.spec for p in peers)]
     rows = [
-        "| corpus | prices | none | default `shorten_tools` | OpenRouter `middle_out` | Anthropic `clear_tool_uses` "
-        f"| LangChain last `fit(total={budget})` | best chain here (facts kept) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| corpus | prices | none | shipped default `{shipped}` | "
+        + " | ".join(p.title for p in peers)
+        + " | best chain here (facts kept) |",
+        "| --- | --- | ---: |" + " ---: |" * len(columns) + " --- |",
     ]
     for corpus in corpora:
         runs = {r.chain: r for r in results.get(corpus.key, [])}
@@ -167,10 +163,19 @@ def headline(corpora: list[Corpus], results: dict[str, list[ChainRun]], budget: 
             clean = [r for r in runs.values() if r.violations == 0]
             best = min(clean, key=billed)
             kept = f", {share(best.seen.facts_kept, best.seen.facts)}" if corpus.has_probes else ""
-            cells = [corpus.title, prices, "100%", *(share(billed(runs[p]), billed(base)) for p in peers)]
+            cells = [corpus.title, prices, "100%", *(share(billed(runs[p]), billed(base)) for p in columns)]
             cells.append(f"{share(billed(best), billed(base))} `{best.chain}`{kept}")
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def main_runs(results: dict[str, list[ChainRun]], cases: list[ChainCase]) -> dict[str, list[ChainRun]]:
+    """Per corpus, the runs of the main tables' chains, in their order (`none` first)."""
+    out = {}
+    for corpus, runs in results.items():
+        by_chain = {run.chain: run for run in runs}
+        out[corpus] = [by_chain[c.spec] for c in cases if c.spec in by_chain]
+    return out
 
 
 def document(
@@ -178,6 +183,11 @@ def document(
     results: dict[str, list[ChainRun]],
     chain_cases: list[ChainCase],
     *,
+    pairs: list[EpochPair],
+    peers: list[Peer],
+    plan: dict[str, str],
+    ranked: list[Standing],
+    shipped: str,
     command: str,
     seconds: float,
     window: int,
@@ -185,14 +195,18 @@ def document(
     budget: int,
     charts: list[str],
 ) -> str:
+    """results: every chain run, aliases included (chains.plan); the main tables show chain_cases."""
+    main = main_runs(results, chain_cases)
     parts = [
         f"Generated by `{command}` in {seconds:.0f} s (single process) on this machine:",
         machine(),
         "#### Headline: billed input relative to `none`",
-        headline(corpora, results, budget),
+        headline(corpora, results, shipped, peers),
+        report_default.section(corpora, results, ranked, (shipped, plan[shipped])),
         "#### Chains",
-        chains_table(chain_cases),
-        *(corpus_table(c, results.get(c.key, []), window, default_budget, budget) for c in corpora),
+        chains_table(chain_cases, plan),
+        *(corpus_table(c, main.get(c.key, []), window, default_budget, budget) for c in corpora),
+        report_epochs.section(corpora, results, pairs, budget),
     ]
     if charts:
         parts += ["#### Charts", *(f"![{name}]({name})" for name in charts)]

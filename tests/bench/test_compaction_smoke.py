@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.chains import cases
+from bench.chains import cases, epoch_pairs
 from bench.compaction import SMOKE
+from bench.report_default import TITLE as DEFAULT_TITLE
+from bench.report_epochs import TITLE as EPOCHS_TITLE
 from strategies import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +57,11 @@ def test_smoke_run_reports_every_chain_on_every_corpus_without_violations() -> N
         if title.startswith("synthetic"):  # planted facts were checked at the requests that need them
             assert all(re.fullmatch(r"\d+/[1-9]\d* \(\d+%\)", row["facts kept"]) for row in rows), section
     assert "Invariant violations" not in result.stdout
+    # The epochs table pairs every boundary-moving strategy's rule alone with its epochs, on every corpus run.
+    epochs = found[EPOCHS_TITLE]
+    pairs = [spec for pair in epoch_pairs(SMOKE.budget) for spec in (pair.rule, pair.epochs)]
+    tables = epochs.split("\n##### ")[1:]
+    assert len(tables) >= 3, epochs  # tau, the agent and the chat at least; BFCL when bfcl-eval is installed
+    for part in tables:
+        assert [row["chain"] for row in table(part)] == [f"`{spec}`" for spec in pairs], part
+    assert "Chosen by measurement: `" in found[DEFAULT_TITLE]
