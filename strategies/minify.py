@@ -6,7 +6,6 @@ exactly what it stands for (N more copies of the line above it).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
@@ -150,12 +149,14 @@ class Minify(Strategy[MinifyParams]):
         "collapse runs of repeated lines."
     )
 
-    def _minified(self, text: str, ctx: Context) -> str:
+    def _minified(self, message: Message, text: str, ctx: Context) -> str:
         repeats = self.params.min_repeats
         if ctx.memo is None:
             return minify_text(text, repeats)
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return ctx.memo.get_or_compute(b"minify:%d:" % repeats + digest, lambda: minify_text(text, repeats))
+        # The message's digest, not the text's: the request's token count has made it already, and hashing
+        # megabytes of tool output again was most of this strategy's time on a re-sent history.
+        key = b"minify:%d:" % repeats + ctx.digest(message)
+        return ctx.memo.get_or_compute(key, lambda: minify_text(text, repeats))
 
     def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
         out = list(messages)
@@ -163,7 +164,7 @@ class Minify(Strategy[MinifyParams]):
             if not is_tool_result(message):
                 continue
             text = text_of(message.get("content"))
-            new = self._minified(text, ctx)
+            new = self._minified(message, text, ctx)
             if new != text:
                 out[index] = {**message, "content": with_text(message.get("content"), new)}
         return out
