@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
 from strategies.digests import message_bytes
+from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
 
 from .cache_model import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
 from .chains import ChainCase, build
-from .corpora import Conversation, Corpus, request_ends
+from .corpora import Conversation, Corpus
 from .visibility import Needs, Seen, conversation_needs
 
 MAX_PROBLEMS_KEPT = 5
@@ -91,7 +92,7 @@ class Replayer:
         for conversation in corpus.conversations:
             key = (corpus.key, conversation.id)
             if key not in self._needs:
-                self._needs[key] = conversation_needs(conversation, request_ends(conversation.messages))
+                self._needs[key] = conversation_needs(conversation, answered_at(conversation.messages))
             self._conversation(conversation, self._needs[key], chain, counter, memo, out, charted)
         return out
 
@@ -114,7 +115,7 @@ class Replayer:
 
         snapshot = [message_bytes(m) for m in messages]
         cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))
-        ends = request_ends(messages)
+        ends = answered_at(messages)
         last: list[bytes] = []
         for end in ends:
             prefix = messages[:end]

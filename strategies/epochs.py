@@ -125,10 +125,16 @@ class EpochStrategy(Strategy[EP]):
         return _Replay(self, messages, ctx, size).run()
 
 
+def answered_at(messages: list[Message]) -> list[int]:
+    """Where the model answered (every assistant message after the first message): the lengths of the
+    requests a client sent before this one.
+    """
+    return [c for c in range(1, len(messages)) if messages[c].get("role") == "assistant"]
+
+
 def request_ends(messages: list[Message]) -> list[int]:
     """Lengths of the requests of this conversation so far: each position where the model answered, and now."""
-    ends = [c for c in range(1, len(messages)) if messages[c].get("role") == "assistant"]
-    return [*ends, len(messages)] if messages else []
+    return [*answered_at(messages), len(messages)] if messages else []
 
 
 class _Replay:

@@ -49,11 +49,6 @@ class Corpus:
     has_probes: bool = False
 
 
-def request_ends(messages: list[Message]) -> list[int]:
-    """Where a client sent a request: every index whose message is the model's (an assistant message)."""
-    return [i for i in range(1, len(messages)) if messages[i].get("role") == "assistant"]
-
-
 def message_text(message: Message) -> str:
     """What the model reads of a message: its text and the arguments of its calls. Arguments are JSON, where
     non-ASCII text is escaped (Tom\\u00e1s): their decoded strings are added so a search finds the value.
