@@ -29,7 +29,7 @@ import httpx
 from strategies import Context, Message, TokenCounter
 from strategies.content import text_of
 from strategies.notes import Notes, NotesParams
-from strategies.notes_fold import NO_NOTES
+from strategies.notes_fold import NO_NOTES, read_transcript
 from strategies.notes_io import NotesUnavailable
 from strategies.window import Window, WindowParams
 
@@ -76,12 +76,17 @@ def requests(history: list[Message]) -> list[list[Message]]:
     return [history[: i + 1] for i, m in enumerate(history) if m["role"] == "user"]
 
 
-SPEAKERS = ("user: ", "assistant: ", "assistant called ", "tool result ")
-
-
 def informative(line: str) -> bool:
     said = line.split(": ", 1)[-1]
     return bool(re.search(r"\d", said)) or any(re.fullmatch(r"[A-Z][a-z]+", w.strip(".,:;")) for w in said.split()[1:])
+
+
+def first_lines(turn: dict[str, Any]) -> list[str]:
+    """A turn's first line of text with its speaker (`user: ...`, `tool result (id): ...`), and its calls."""
+    role, text = turn["role"], turn.get("content") or ""
+    speaker = f"tool result ({turn.get('tool_call_id') or turn.get('name')})" if role in ("tool", "function") else role
+    lines = [f"{speaker}: {text.splitlines()[0]}"] if text.strip() else []
+    return lines + [f"{role} called {call['name']}({call['arguments']})" for call in turn.get("tool_calls", [])]
 
 
 class StandInSummariser:
@@ -102,7 +107,7 @@ class StandInSummariser:
         head, _, turns = messages[-1]["content"].partition("\n\nNext turns:\n")
         notes = head.removeprefix("Current notes:\n")
         lines = [] if notes == NO_NOTES else notes.splitlines()
-        said = [line for line in turns.splitlines() if line.startswith(SPEAKERS) and informative(line)]
+        said = [line for turn in read_transcript(turns) for line in first_lines(turn) if informative(line)]
         lines = list(dict.fromkeys(lines + said))
         kept: list[str] = []
         for line in reversed(lines):

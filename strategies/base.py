@@ -16,6 +16,7 @@ REPLY_PRIMING = 3  # every reply is primed with <|start|>assistant<|message|> (O
 
 if TYPE_CHECKING:
     from .chain import Chain
+    from .deadline import Deadline
     from .memo import Memo
     from .notes_io import NotesCache, Summariser
     from .tokens import TokenCounter
@@ -23,10 +24,24 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 
 
+# Marks a parameter that spends what the operator pays for or trusts (a model, a prompt, code such as a regular
+# expression): a request may set it only where the configuration allows (the app's request_parameters).
+CONFIG_ONLY: dict[str, Any] = {"config_only": True}
+
+
 class Params(BaseModel):
     """Base for strategy parameters: unknown keys are errors, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def config_only(cls) -> frozenset[str]:
+        """The parameters a request may not set unless the configuration allows it (see CONFIG_ONLY)."""
+        return frozenset(
+            name
+            for name, info in cls.model_fields.items()
+            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("config_only")
+        )
 
 
 P = TypeVar("P", bound=Params)
@@ -55,6 +70,8 @@ class Context:
     chains: Callable[[str], Chain] | None = None
     # Results of pure per-content work shared across requests (strategies.memo); None: nothing remembered.
     memo: Memo | None = None
+    # When the work must stop (strategies.deadline); None: it runs to the end.
+    deadline: Deadline | None = None
     # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.
@@ -79,6 +96,7 @@ class Context:
         seen = self._counted.get(id(message))
         if seen is not None and seen[0] is message:
             return seen[1]
+        self.checkpoint()  # a message not counted yet in this request: hashing, maybe tokenizing, ahead
         count = self.tokens.count_message(message, self.model, self.digest(message))
         self._counted[id(message)] = (message, count)
         return count
@@ -97,6 +115,13 @@ class Context:
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
         return min(self.limits.max_output, self.limits.context_window // 2)
+
+    def checkpoint(self) -> None:
+        """Called by strategies in their loops: raises strategies.deadline.CompactionStopped once the request's
+        deadline has passed or its client has gone.
+        """
+        if self.deadline is not None:
+            self.deadline.check()
 
     def report(self, **details: Any) -> None:
         self.details.update(details)

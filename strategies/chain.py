@@ -52,6 +52,7 @@ class Chain:
         tokens = tokens_before
         fallback: str | None = None
         for step in self.steps:
+            ctx.checkpoint()
             ctx.details.clear()
             started = time.perf_counter()
             current = step.apply(current, ctx)

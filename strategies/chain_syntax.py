@@ -12,6 +12,11 @@ from typing import Any
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
+# A chain can come from a request header: its size bounds the work it can buy (each step is a pass over the
+# whole request) and the nesting bounds the JSON parser's recursion.
+MAX_LENGTH = 4096
+MAX_STEPS = 16
+MAX_NESTING = 8
 
 
 class ChainSyntaxError(ValueError):
@@ -42,6 +47,8 @@ def _split_top_level(text: str, sep: str) -> list[str]:
             in_string = True
         elif ch in _CLOSING:
             stack.append(_CLOSING[ch])
+            if len(stack) > MAX_NESTING:
+                raise ChainSyntaxError(f"brackets nested more than {MAX_NESTING} deep at position {i}")
         elif ch in ")]}":
             if not stack or stack.pop() != ch:
                 raise ChainSyntaxError(f"unbalanced {ch!r} at position {i} in {text!r}")
@@ -91,7 +98,12 @@ def _parse_step(item: str) -> StepSpec:
 def parse_chain(text: str) -> list[StepSpec]:
     if not text.strip():
         raise ChainSyntaxError("empty chain; use 'none' to turn compaction off")
-    return [_parse_step(item) for item in _split_top_level(text, ",")]
+    if len(text) > MAX_LENGTH:
+        raise ChainSyntaxError(f"the chain is longer than {MAX_LENGTH} characters")
+    items = _split_top_level(text, ",")
+    if len(items) > MAX_STEPS:
+        raise ChainSyntaxError(f"{len(items)} steps; a chain has at most {MAX_STEPS}")
+    return [_parse_step(item) for item in items]
 
 
 def format_value(value: Any) -> str:

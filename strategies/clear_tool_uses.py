@@ -80,6 +80,7 @@ class _Replay:
         last = len(self.messages) - 1
         # Every message this pass changes lies before the current index, so the originals are counted here.
         for index, message in enumerate(self.messages):
+            self.ctx.checkpoint()
             total += self.ctx.count_message(message)
             n = use_at.get(index)
             if n is not None:
@@ -155,7 +156,7 @@ class ClearToolUses(EpochStrategy[ClearToolUsesParams]):
     params_model = ClearToolUsesParams
     summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
         replay = _Replay(messages, ctx, self.params)
         out = replay.run()
         ctx.report(cleared_tool_uses=replay.cleared, cleared_tokens=replay.cleared_tokens)

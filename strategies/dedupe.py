@@ -47,6 +47,7 @@ class Dedupe(Strategy[DedupeParams]):
             if message.get("role") != "tool" or not isinstance(call_id, str):
                 continue
             answered[call_id] += 1
+            ctx.checkpoint()
             text = text_of(message.get("content"))
             if len(text) < self.params.min_chars:
                 continue

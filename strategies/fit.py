@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import Context, Message
-from .budget import Layout, default_total
+from .budget import default_total
 from .epochs import EpochParams, EpochStrategy
+from .layout import Cut, Layout, Prefix, fit_cut
 
 
 class FitParams(EpochParams):
@@ -51,19 +52,17 @@ class Fit(EpochStrategy[FitParams]):
     def epoch_size(self, ctx: Context) -> int:
         return self.params.epoch if self.params.epoch is not None else self.limit(ctx) // 2
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def room(self, ctx: Context) -> int:
+        return min(self.epoch_size(ctx), self.limit(ctx) // 2)
+
+    def cut(self, prefix: Prefix, floor: int, room: int, ctx: Context) -> Cut:
         total = max(0, self.limit(ctx) - room)
-        layout = Layout.of(messages, ctx)
-        keep = set(layout.pinned)
-        tokens = layout.cost(keep)
-        overflow = tokens > total
-        removable = layout.removable
-        if not overflow:
-            for position in reversed(removable):
-                if tokens + layout.tokens[position] > total:
-                    break
-                keep.add(position)
-                tokens += layout.tokens[position]
-        dropped = len(layout.units) - len(keep)
-        ctx.report(total=total, kept_units=len(keep) - len(layout.pinned), dropped_units=dropped, overflow=overflow)
-        return list(messages) if not dropped else layout.gather(keep)
+        cut = fit_cut(prefix, total, floor)
+        dropped = prefix.removable_count() - cut.kept_units
+        ctx.report(total=total, kept_units=cut.kept_units, dropped_units=dropped, overflow=cut.overflow)
+        return cut
+
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+        prefix = Layout.of(messages, ctx).prefix(len(messages))
+        cut = self.cut(prefix, 0, 0, ctx)
+        return prefix.gather(cut.lo, cut.hi)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import Context, Message
-from .budget import Layout, default_total
+from .budget import default_total
 from .epochs import EpochParams, EpochStrategy
+from .layout import Cut, Layout, Prefix
 
 
 class MiddleOutParams(EpochParams):
@@ -54,31 +55,56 @@ class MiddleOut(EpochStrategy[MiddleOutParams]):
             self.params.max_messages is not None and messages > self.params.max_messages
         )
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def room(self, ctx: Context) -> int:
+        return min(self.epoch_size(ctx), self.limit(ctx) // 2)
+
+    def cut(self, prefix: Prefix, floor: int, room: int, ctx: Context) -> Cut:
+        """Drops from the middle of the prefix itself, so `floor` (a fit-style cut's) does not apply."""
         p = self.params
         full = self.limit(ctx)
         budget = max(0, full - room)
-        limit = len(messages)
+        limit = prefix.end
         if p.max_messages is not None:
             limit = max(1, p.max_messages - (p.max_messages * room // full if full else 0))
-        layout = Layout.of(messages, ctx)
-        keep = set(range(len(layout.units)))
-        tokens, count = layout.cost(keep), len(messages)
-        removable = layout.removable
-        if removable:
-            # Twice the message position of the middle of the droppable range and of each unit: integers.
-            middle = layout.units[removable[0]].start + layout.units[removable[-1]].indices[-1]
+        cut = middle_cut(prefix, budget, limit)
+        ctx.report(budget=budget, dropped_units=prefix.removable_count() - cut.kept_units, overflow=cut.overflow)
+        return cut
 
-            def distance(position: int) -> tuple[int, int]:
-                unit = layout.units[position]
-                return abs(unit.start + unit.indices[-1] - middle), unit.start
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+        prefix = Layout.of(messages, ctx).prefix(len(messages))
+        cut = self.cut(prefix, 0, 0, ctx)
+        return prefix.gather(cut.lo, cut.hi)
 
-            for position in sorted(removable, key=distance):
-                if tokens <= budget and count <= limit:
-                    break
-                keep.discard(position)
-                tokens -= layout.tokens[position]
-                count -= len(layout.units[position].indices)
-        dropped = len(layout.units) - len(keep)
-        ctx.report(budget=budget, dropped_units=dropped, overflow=tokens > budget or count > limit)
-        return list(messages) if not dropped else layout.gather(keep)
+
+def middle_cut(prefix: Prefix, budget: int, limit: int) -> Cut:
+    """Keep the removable units farthest from the middle of the droppable range while the request stays within
+    budget and limit messages, alternating ends: the same units stay as when the ones nearest the middle are
+    dropped until it fits, found in time proportional to what is kept. The hole is one range of units.
+    """
+    starts = prefix.layout.starts
+    tokens, count = prefix.pinned_tokens, prefix.pinned_count
+    overflow = tokens > budget or count > limit
+    left, right = prefix.oldest_removable(), prefix.newest_removable()
+    if right < 0 or left > right:
+        return Cut(0, 0, tokens, count, 0, overflow)
+    # Twice the message position of the middle of the droppable range and of each unit: integers.
+    middle = starts[left] + prefix.last_index(right)
+
+    def distance(position: int) -> tuple[int, int]:
+        return abs(starts[position] + prefix.last_index(position) - middle), starts[position]
+
+    lo, hi, kept = left, right + 1, 0
+    while left <= right:
+        from_right = distance(right) > distance(left)
+        position = right if from_right else left
+        unit_tokens, unit_count = prefix.unit_tokens(position), prefix.unit_count(position)
+        if tokens + unit_tokens > budget or count + unit_count > limit:
+            return Cut(lo, hi, tokens, count, kept, overflow)
+        tokens, count, kept = tokens + unit_tokens, count + unit_count, kept + 1
+        if from_right:
+            right = prefix.older(right)
+            hi = right + 1
+        else:
+            left = prefix.newer(left)
+            lo = left
+    return Cut(0, 0, tokens, count, kept, overflow)  # everything fits

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from .base import Context, Message
-from .budget import Layout
+from .base import CONFIG_ONLY, Context, Message
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
 from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
+from .layout import Layout
 from .notes_fold import (
     DEFAULT_PROMPT,
     NOTES_TOKENS_PER_WORD,
@@ -29,7 +29,6 @@ from .notes_fold import (
     fold_key,
     notes_message,
     prompt_text,
-    render,
     split_fold,
     summariser_messages,
 )
@@ -56,15 +55,25 @@ class NotesParams(BreakEvenParams):
         0.5, gt=0, le=1, description="A fold leaves the kept units at most budget * keep_ratio tokens."
     )
     model: str | None = Field(
-        None, min_length=1, description="Model the notes are made with (default: summariser_model, else the request's)."
+        None,
+        min_length=1,
+        description="Model the notes are made with (default: summariser_model, else the request's). From a request "
+        "only a model in summariser_models.",
+        json_schema_extra=CONFIG_ONLY,
     )
     max_words: int = Field(180, ge=10, le=5000, description="Longest notes, in words, the summariser is asked for.")
     prompt: str | None = Field(
         None,
         min_length=1,
         description="Summariser instructions, '{max_words}' replaced by max_words (default: the built-in prompt).",
+        json_schema_extra=CONFIG_ONLY,
     )
-    role: Literal["system", "developer", "user"] = Field("system", description="Role of the notes message.")
+    role: Literal["system", "developer", "user"] = Field(
+        "user",
+        description="Role of the notes message. Not system by default: the notes repeat what the conversation "
+        "said, tool output included, and must not speak with the system prompt's voice.",
+        json_schema_extra=CONFIG_ONLY,
+    )
     prepare_at: float = Field(
         0.8,
         gt=0,
@@ -78,6 +87,7 @@ class NotesParams(BreakEvenParams):
         "window",
         min_length=1,
         description="Chain run instead when no notes can be had (window gets this budget unless it sets its own).",
+        json_schema_extra={**CONFIG_ONLY, "chain": True},
     )
 
     @field_validator("fallback")
@@ -124,7 +134,7 @@ class Notes(EpochStrategy[NotesParams]):
     params_model = NotesParams
     summary = "Fold the oldest turns into running notes (FACTS and DECISIONS) with a summariser, cached (cache-aware)."
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
         layout = Layout.of(messages, ctx)
         steady, question = steady_and_question(layout)
         budget = self.params.budget
@@ -230,11 +240,11 @@ class Notes(EpochStrategy[NotesParams]):
         for fold in folds:
             units = []
             for position in fold.positions:
+                ctx.checkpoint()
                 indices = [i for i in layout.units[position].indices if i <= fold.upto]
-                text = "\n".join(render(layout.messages[i]) for i in indices)
                 # The messages' cached counts stand in for the transcript's: the same order of size, without
                 # tokenizing every folded turn again on every request.
-                units.append((text, sum(layout.message_tokens[i] for i in indices)))
+                units.append(([layout.messages[i] for i in indices], sum(layout.message_tokens[i] for i in indices)))
             for chunk in split_fold(units, limit, lambda text: ctx.tokens.count_text(text, model)):
                 key = fold_key(key, chunk, prompt, model)
                 steps.append(Step(key, chunk))

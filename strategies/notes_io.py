@@ -19,6 +19,7 @@ SUMMARISER_EMPTY = "summariser_empty"  # answered, but with no notes
 NO_SUMMARISER = "no_summariser"  # nothing in the Context to summarise with (e.g. a library user's bare Context)
 NOTES_CACHE_ERROR = "notes_cache_error"  # the cache backend failed (Redis down, disk full, ...)
 NOTES_BUSY = "notes_busy"  # another request or replica held the fold longer than the bounded wait
+SUMMARISER_LIMIT = "summariser_limit"  # the request has made as many summariser calls as it may
 
 
 class NotesUnavailable(Exception):

@@ -33,12 +33,13 @@ class PruneToolOutputs(EpochStrategy[PruneToolOutputsParams]):
     params_model = PruneToolOutputsParams
     summary = "Cut every tool result longer than max_chars to its first max_chars characters plus a note."
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
         limit = self.params.max_chars
         out = list(messages)
         for index, message in enumerate(messages):
             if not is_tool_result(message):
                 continue
+            ctx.checkpoint()
             text = text_of(message.get("content"))
             if len(text) > limit:
                 out[index] = {**message, "content": with_text(message.get("content"), prune(text, limit))}

@@ -59,7 +59,7 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
     params_model = ShortenToolsParams
     summary = "Keep the newest tool results whole, truncate a middle band, drop the oldest (pairs stay intact)."
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
         p = self.params
         max_outputs = p.max_tool_outputs if p.max_tool_outputs is not None else p.max_tool_calls
         seen_chars = 0
@@ -67,6 +67,7 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
         results: dict[int, str] = {}
         arguments: dict[int, dict[str | None, str]] = {}
         for rank, pair in enumerate(reversed(find_pairs(messages)), start=1):
+            ctx.checkpoint()
             under_budget = seen_chars < p.max_tool_chars
             keep_output = under_budget or rank <= p.full_tool_outputs
             keep_call = under_budget or rank <= p.full_tool_calls

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import time
+
 import regex
 from pydantic import Field, field_validator
 
-from .base import Context, Message, Params, Strategy
+from . import patterns as pattern_limits
+from .base import CONFIG_ONLY, Context, Message, Params, Strategy
 from .content import text_of, with_text
 
 DEFAULT_PATTERNS = ("^Search results:", "^Train options", "^Quotes for")
-# Patterns can come from a request header, so a catastrophic one must not hold a worker thread: a search
-# that takes longer than this counts as no match.
+# A pattern that slipped past the shape checks (strategies.patterns) must not hold a worker thread: a search
+# that takes longer than this counts as no match, and once the searches of one request have taken
+# REQUEST_TIMEOUT_SECONDS in all, the rest of the request is left as it is.
 SEARCH_TIMEOUT_SECONDS = 0.05
+REQUEST_TIMEOUT_SECONDS = 0.25
 
 
 class TrimBulkyParams(Params):
     patterns: tuple[str, ...] = Field(
         DEFAULT_PATTERNS,
+        max_length=pattern_limits.MAX_PATTERNS,
         description="Regular expressions searched (re.search) in the first line of an assistant message; "
-        "a match marks the message as bulky.",
+        "a match marks the message as bulky. Set by configuration only unless request_parameters allows "
+        f"trim_bulky.patterns; at most {pattern_limits.MAX_PATTERNS} of at most {pattern_limits.MAX_LENGTH} "
+        "characters, without nested unbounded repeats or large counted ones.",
+        json_schema_extra=CONFIG_ONLY,
     )
     keep_last: int = Field(
         2, ge=0, description="Newest answered user turns whose assistant messages are never trimmed."
@@ -29,9 +38,9 @@ class TrimBulkyParams(Params):
     def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
             try:
-                regex.compile(pattern)
-            except regex.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+                pattern_limits.check(pattern)
+            except pattern_limits.PatternError as exc:
+                raise ValueError(f"pattern {pattern[:80]!r}: {exc}") from None
         return patterns
 
 
@@ -56,15 +65,16 @@ def protected_from(messages: list[Message], keep_last: int) -> int:
     return answered[-keep_last] if len(answered) >= keep_last else 0
 
 
-def stub(text: str, patterns: list[regex.Pattern[str]]) -> str | None:
+def stub(text: str, patterns: list[regex.Pattern[str]], timeout: float = SEARCH_TIMEOUT_SECONDS) -> str | None:
     """The one-line stub for a bulky text, or None when no pattern matches or nothing follows the first line.
+    Raises TimeoutError when a search takes longer than `timeout` seconds.
 
     N counts the non-blank lines after the first, so blank separators and a trailing newline are not options.
     The stub is used even when longer than a tiny original: the recipe's format is what the model expects.
     """
     first, _, rest = text.partition("\n")
     first = first.removesuffix("\r")
-    if not any(pattern.search(first, timeout=SEARCH_TIMEOUT_SECONDS) for pattern in patterns):
+    if not any(pattern.search(first, timeout=timeout) for pattern in patterns):
         return None
     label = first.strip().removesuffix(":").rstrip()
     options = sum(1 for line in rest.split("\n") if line.strip())
@@ -83,18 +93,24 @@ class TrimBulky(Strategy[TrimBulkyParams]):
 
     def __init__(self, params: TrimBulkyParams) -> None:
         super().__init__(params)
-        self._patterns = [regex.compile(pattern) for pattern in params.patterns]
+        self._patterns = [pattern_limits.compile_pattern(pattern) for pattern in params.patterns]
 
     def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
         out = list(messages)
         trimmed = saved = timeouts = 0
+        deadline = time.monotonic() + REQUEST_TIMEOUT_SECONDS
         for index in range(protected_from(messages, self.params.keep_last)):
+            ctx.checkpoint()
             message = messages[index]
             if message.get("role") != "assistant" or "tool_calls" in message or "function_call" in message:
                 continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                ctx.report(search_time_exhausted=True)
+                break
             content = message.get("content")
             try:
-                short = stub(text_of(content), self._patterns)
+                short = stub(text_of(content), self._patterns, min(SEARCH_TIMEOUT_SECONDS, left))
             except TimeoutError:
                 timeouts += 1
                 continue

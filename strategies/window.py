@@ -13,8 +13,9 @@ from collections import deque
 from pydantic import Field
 
 from .base import Context, Message
-from .budget import Layout, default_total
+from .budget import default_total
 from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
+from .layout import Layout
 
 # What the default budget leaves for the last user message when it is not yet known how long the next one
 # is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
@@ -56,7 +57,7 @@ class Window(EpochStrategy[WindowParams]):
     params_model = WindowParams
     summary = "Keep the newest whole units within a token budget, cutting back to budget * low_water (cache-aware)."
 
-    def compact(self, messages: list[Message], ctx: Context, room: int) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
         layout = Layout.of(messages, ctx)
         unit_of = layout.unit_of()
         steady, question = steady_and_question(layout)
@@ -72,6 +73,7 @@ class Window(EpochStrategy[WindowParams]):
         total_kept = cuts = 0
         cut: set[int] = set()
         for index, tokens in enumerate(layout.message_tokens):
+            ctx.checkpoint()
             position = unit_of[index]
             if position in steady or position in cut:  # a unit is cut whole, also its messages still to come
                 continue

@@ -52,7 +52,7 @@ def test_the_notes_message_and_the_kept_turns_go_upstream(start_proxy: ProxyFact
     sent = upstream.last().json()["messages"]
     assert sent[0] == messages[0] and sent[2:4] == messages[1:3]  # system, notes, the first pair
     assert sent[4:] == messages[15:]  # pairs 7 to 10 and the question, as the client sent them
-    assert sent[1]["role"] == "system" and sent[1]["content"].startswith(NOTES_HEADER)
+    assert sent[1]["role"] == "user" and sent[1]["content"].startswith(NOTES_HEADER)
     assert "assistant: Answer 006: booked as code 006." in sent[1]["content"]  # the newest folded pair
     assert "Answer 007" not in sent[1]["content"]  # kept, so not in the notes
     assert response.headers["x-compaction-strategies"] == "notes(budget=280,prepare_at=1)"
@@ -62,7 +62,8 @@ def test_the_notes_message_and_the_kept_turns_go_upstream(start_proxy: ProxyFact
     assert call.path == "/v1/chat/completions"
     body = call.json()
     assert body["model"] == "gpt-4o" and body["stream"] is False
-    assert body["messages"][1]["content"].startswith("Current notes:\n(none yet)\n\nNext turns:\nuser: Question 001")
+    first_turn = '{"role":"user","content":"Question 001'
+    assert body["messages"][1]["content"].startswith(f"Current notes:\n(none yet)\n\nNext turns:\n{first_turn}")
     # Marked, with the client's own key (passthrough mode).
     assert call.headers["x-compaction-strategies"] == "none"
     assert call.headers["x-compaction-internal"] == "summariser"

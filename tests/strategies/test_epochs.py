@@ -4,17 +4,18 @@ between two jumps every compacted request extends the previous one byte for byte
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from strategies import BUILTINS, Chain, Context, Memo, Registry, StepSpec, TokenCounter, format_chain
+from strategies import BUILTINS, Chain, Context, Memo, ModelLimits, Registry, StepSpec, TokenCounter, format_chain
 from strategies.base import Message
 from strategies.digests import message_bytes
-from strategies.epochs import EpochStrategy, request_ends
+from strategies.epochs import GEOMETRIC, EpochStrategy, request_ends
 from strategies.fit import Fit, FitParams
-from strategies.invariants import compaction_problems
+from strategies.invariants import compaction_problems, pinned_indices
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
 from strategies.tool_pairs import tool_calls_of
@@ -174,3 +175,51 @@ def test_request_ends_are_where_the_model_answered_and_now() -> None:
     assert request_ends(conversation) == [2, 4, 6]
     assert request_ends([]) == []
     assert [len(r) for r in client_requests(conversation)] == request_ends(conversation)
+
+
+def test_the_rule_is_evaluated_again_only_after_the_conversation_grew_by_an_eighth(counter: TokenCounter) -> None:
+    # A jump that never pays (min_gain 1) used to be tried again at every request end: n evaluations of
+    # the whole prefix. Now at most about GEOMETRIC * ln(n) of them.
+    conversation = agent_loop(3000, 10)
+    strategy = PruneToolOutputs(PruneToolOutputsParams(max_chars=5, epoch=1, min_gain=1))
+    _, details = run(strategy, conversation, counter)
+    ends = len(request_ends(conversation))
+    assert details["jumps"] == 0 and details["evaluated"] <= GEOMETRIC * (math.log(ends) + 1)
+
+
+def test_over_its_limit_a_rule_with_epochs_cuts_like_fit_and_leaves_half_the_limit(counter: TokenCounter) -> None:
+    # shorten_tools cannot shorten a chat without tool calls: past the window it drops the oldest pairs.
+    limits = ModelLimits(context_window=3000, max_output=500)
+    ctx = Context(model="gpt-4o", tokens=counter, limits=limits)
+    strategy = ShortenTools(ShortenToolsParams())
+    limit = strategy.limit(ctx)
+    sizes = []
+    for request in client_requests(qa_chat(400)):
+        out = strategy.apply(request, ctx)
+        assert compaction_problems(request, out) == []
+        sizes.append(ctx.count_request(out))
+    assert max(sizes) <= limit and min(sizes[200:]) <= limit // 2 + 30  # right after a cut: about half the limit
+    assert ctx.details["limit_cuts"] >= 5 and ctx.details["evaluated"] == 0  # no tool calls: no epoch ever ends
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), epoch_steps, st.sampled_from([600, 1500, 4000]))
+def test_with_a_small_window_requests_stay_valid_within_the_limit_and_extend_between_jumps(
+    counter: TokenCounter, conversation: list[Message], spec: StepSpec, window: int
+) -> None:
+    [strategy] = Chain.parse(format_chain([spec]), REGISTRY).steps
+    assert isinstance(strategy, EpochStrategy)
+    ctx = Context(model="gpt-4o", tokens=counter, limits=ModelLimits(context_window=window, max_output=100))
+    assume(strategy.epoch_size(ctx) or strategy.min_gain())
+    previous: list[Message] = []
+    boundary = length = 0
+    for request in client_requests(conversation):
+        ctx = Context(model="gpt-4o", tokens=counter, limits=ctx.limits)
+        out = strategy.apply(request, ctx)
+        assert compaction_problems(request, out) == []
+        if ctx.details["epoch_boundary"] == boundary:
+            assert as_bytes(out) == as_bytes(previous + request[length:])
+        pinned = [request[i] for i in pinned_indices(request)]
+        if ctx.count_request(pinned) <= strategy.limit(ctx) - strategy.room(ctx):  # a cut can bring it under
+            assert ctx.count_request(out) <= strategy.limit(ctx)
+        previous, boundary, length = out, ctx.details["epoch_boundary"], len(request)

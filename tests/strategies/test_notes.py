@@ -13,13 +13,13 @@ from strategies import Context, TokenCounter
 from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.notes import Notes, NotesParams
-from strategies.notes_fold import NOTES_HEADER, NOTES_PREAMBLE, chunk_limit
+from strategies.notes_fold import NOTES_HEADER, NOTES_PREAMBLE, chunk_limit, read_transcript
 from strategies.notes_io import NotesUnavailable
 from strategies.units import split_units
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
-from tests.support.summaries import DictNotes, DigestSummariser
+from tests.support.summaries import DictNotes, DigestSummariser, digest
 
 
 def dumps(messages: list[Message]) -> str:
@@ -65,7 +65,7 @@ def test_over_budget_the_oldest_pairs_become_notes_after_the_system_prompt(count
     notes = out[1]
     assert out[0] == messages[0] and out[2:4] == messages[1:3]  # system, then notes, then the first pair
     assert out[4:] == messages[15:]  # pairs 7 to 10 and the question
-    assert notes["role"] == "system"
+    assert notes["role"] == "user"  # the notes repeat the conversation: never the system prompt's voice
     assert notes["content"].startswith(f"{NOTES_HEADER}\n{NOTES_PREAMBLE}\n\n")
     assert "information only" in notes["content"] and "instruction" in notes["content"]
     lines = notes["content"].split("\n\n", 1)[1].splitlines()
@@ -74,7 +74,8 @@ def test_over_budget_the_oldest_pairs_become_notes_after_the_system_prompt(count
     # One call, with the prompt as system message and the folded pairs as the transcript.
     [call_messages] = harness.summariser.calls
     assert "FACTS" in call_messages[0]["content"] and "at most 180 words" in call_messages[0]["content"]
-    assert call_messages[1]["content"].startswith("Current notes:\n(none yet)\n\nNext turns:\nuser: Question 001")
+    first_turn = '{"role":"user","content":"Question 001'
+    assert call_messages[1]["content"].startswith(f"Current notes:\n(none yet)\n\nNext turns:\n{first_turn}")
     assert harness.details["folds"] == 1 and harness.details["folded_units"] == 6
     assert compaction_problems(messages, out) == []
 
@@ -107,7 +108,9 @@ def test_an_agent_loop_folds_tool_calls_with_their_results(counter: TokenCounter
     assert out[0] == messages[0] and out[1]["content"].startswith(NOTES_HEADER) and out[2] == messages[1]
     assert pairing_problems(out) == [] and compaction_problems(messages, out) == []
     transcript = harness.summariser.calls[0][1]["content"]
-    assert "assistant called read(" in transcript and "tool result (call_0): <out 0>" in transcript
+    turns = read_transcript(transcript.partition("Next turns:\n")[2])
+    assert turns[0]["role"] == "assistant" and turns[0]["tool_calls"][0]["name"] == "read"
+    assert turns[1]["tool_call_id"] == "call_0" and turns[1]["content"].startswith("<out 0>")
     assert out[-1] == messages[-1]  # the newest tool result is kept
 
 
@@ -154,7 +157,7 @@ def test_a_fold_over_the_summariser_context_is_split_and_folded_in_sequence(coun
     # Each call folds into the notes the previous call made.
     for before, after in zip(calls, calls[1:], strict=False):
         previous = after[1]["content"].split("\n\nNext turns:\n", 1)[0].removeprefix("Current notes:\n")
-        assert previous.splitlines()[-1] in before[1]["content"]
+        assert previous == digest(before[1]["content"])
     assert "<out 0>" in out[1]["content"]
 
 
@@ -163,8 +166,10 @@ def test_a_single_unit_over_the_summariser_context_is_cut_into_parts(counter: To
     messages = [system("Agent."), user("Go."), call("a"), result("a", "Line 1\n" * 3000), user("Next?")]
     messages += [assistant("Working on Item 2."), user("Done?")]
     harness.run(messages, budget=100)
-    parts = [c[1]["content"] for c in harness.summariser.calls if "(part " in c[1]["content"]]
-    assert len(parts) >= 2 and "(part 1 of " in parts[0]
+    parts = [c[1]["content"] for c in harness.summariser.calls if '"part":"' in c[1]["content"]]
+    assert len(parts) >= 2 and '"part":"1 of ' in parts[0]
+    for chunk in parts:  # every part is a transcript line of its own: no text can pose as a turn
+        assert all(turn["role"] == "tool" for turn in read_transcript(chunk.partition("Next turns:\n")[2]))
 
 
 def test_the_next_fold_is_prepared_ahead_and_found_ready(counter: TokenCounter) -> None:

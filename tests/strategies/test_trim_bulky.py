@@ -85,7 +85,7 @@ def test_a_first_line_alone_has_nothing_to_omit(ctx: Context) -> None:
 
 
 def test_a_bad_regex_is_a_validation_error_naming_it() -> None:
-    with pytest.raises(ValidationError, match=r"invalid regular expression '\(unclosed'"):
+    with pytest.raises(ValidationError, match=r"pattern '\(unclosed': invalid regular expression"):
         TrimBulkyParams(patterns=["^ok", "(unclosed"])
     with pytest.raises(StrategyError, match=r"patterns.*\(unclosed"):
         Registry([TrimBulky]).params_for("trim_bulky", {"patterns": ["(unclosed"]})

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from strategies.notes_fold import NO_NOTES
+from strategies.notes_fold import NO_NOTES, read_transcript
 from strategies.notes_io import NotesUnavailable
 
 NOTHING = "- nothing notable yet"
@@ -22,12 +22,22 @@ def informative(line: str) -> bool:
     return bool(re.search(r"\d", said)) or any(_CAPITALISED.fullmatch(w.strip(".,;:!?()")) for w in words[1:])
 
 
+def said(turn: dict[str, Any]) -> list[str]:
+    """One turn of the transcript as `speaker: text` lines, each line of its text on its own."""
+    role = turn["role"]
+    speaker = f"tool result ({turn.get('tool_call_id') or turn.get('name')})" if role in ("tool", "function") else role
+    text = turn.get("content")
+    lines = [f"{speaker}: {line}" for line in text.splitlines()] if text else []
+    lines += [f"{role} called {call['name']}({call['arguments']})" for call in turn.get("tool_calls", [])]
+    return lines
+
+
 def digest(user_text: str) -> str:
     """The notes for one summariser call, from its user message (see strategies.notes_fold.summariser_messages)."""
     head, _, turns = user_text.partition("\n\nNext turns:\n")
     notes = head.removeprefix("Current notes:\n")
     lines = [] if notes in (NO_NOTES, NOTHING) else notes.splitlines()
-    lines += [line for line in turns.splitlines() if informative(line)]
+    lines += [line for turn in read_transcript(turns) for line in said(turn) if informative(line)]
     return "\n".join(dict.fromkeys(lines)) or NOTHING
 
 
