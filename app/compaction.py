@@ -1,4 +1,6 @@
-"""From a raw chat request to the bytes sent upstream: pick the chain, run it off the event loop."""
+"""From a raw chat request to the bytes sent upstream: pick the chain, run it off the event loop, in a lane
+(app.lanes), within the request's compaction deadline.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-
-import anyio.to_thread
 
 from strategies import (
     Chain,
@@ -19,17 +19,22 @@ from strategies import (
     Registry,
     StrategyError,
     TokenCounter,
+    parse_chain,
 )
+from strategies.deadline import CompactionStopped, Deadline
 
 from .errors import ApiError
 from .headers import RawHeaders
 from .jsonbody import dump_body, parse_chat_body
+from .lanes import Lanes
+from .request_policy import RequestPolicy
 
 if TYPE_CHECKING:
     from .notes import NotesTools
     from .prefix_tracking import Outcome, PrefixTracker
 
 STRATEGIES_HEADER = "x-compaction-strategies"
+DEADLINE_FALLBACK = "compaction_deadline"
 logger = logging.getLogger("compaction_proxy.compaction")
 
 
@@ -40,13 +45,18 @@ class Compacted:
     result: ChainResult
     fallback: str | None = None
     prefix: Outcome | None = None  # what this request did to the provider's prompt cache; None: not tracked
+    counted: bool = True  # False: stopped before its tokens were counted (the deadline); no token headers
+
+    @classmethod
+    def uncompacted(cls, raw: bytes, chain: Chain, reason: str) -> Compacted:
+        """The request as it came, for when compaction could not run to its end."""
+        return cls(raw, chain, ChainResult([], 0, 0), fallback=reason, counted=False)
 
     def response_headers(self) -> RawHeaders:
-        headers = [
-            (b"x-compaction-strategies", self.chain.spec.encode()),
-            (b"x-compaction-tokens-before", str(self.result.tokens_before).encode()),
-            (b"x-compaction-tokens-after", str(self.result.tokens_after).encode()),
-        ]
+        headers = [(b"x-compaction-strategies", self.chain.spec.encode())]
+        if self.counted:
+            headers.append((b"x-compaction-tokens-before", str(self.result.tokens_before).encode()))
+            headers.append((b"x-compaction-tokens-after", str(self.result.tokens_after).encode()))
         if self.fallback:
             headers.append((b"x-compaction-fallback", self.fallback.encode()))
         if self.prefix:
@@ -67,11 +77,16 @@ class Compactor:
         default_chain: str,
         configured: Mapping[str, Mapping[str, Any]],
         *,
+        lanes: Lanes,
+        policy: RequestPolicy,
+        deadline_seconds: float | None = None,
         fail_open: bool = True,
         memo: Memo | None = None,
     ) -> None:
         """Raises ValueError, naming the setting, when the configured chain or parameters are invalid.
 
+        policy: which config-only parameters a request's header may set.
+        deadline_seconds: how long one request's compaction may take (None: no limit).
         fail_open: when a strategy raises, forward the request uncompacted (True) or answer 500 (False).
         """
         for name, params in configured.items():
@@ -89,12 +104,19 @@ class Compactor:
         self.configured = configured
         self.fail_open = fail_open
         self.memo = memo
+        self.lanes = lanes
+        self.policy = policy
+        self.deadline_seconds = deadline_seconds
+
+    def deadline(self) -> Deadline:
+        """A new request's deadline, started now."""
+        return Deadline(self.deadline_seconds)
 
     def chain_for(self, header: str | None) -> Chain:
         if header is None:
             return self.default_chain
         try:
-            return Chain.parse(header, self.registry, self.configured)
+            chain = Chain.parse(header, self.registry, self.configured)
         except ChainSyntaxError as exc:
             raise ApiError(
                 400,
@@ -106,30 +128,47 @@ class Compactor:
             raise ApiError(
                 400, f"Invalid X-Compaction-Strategies header: {exc}", param="X-Compaction-Strategies", code=exc.code
             ) from None
+        self.policy.check(parse_chain(header))
+        return chain
 
     async def compact(
         self,
         raw: bytes,
         header: str | None,
+        deadline: Deadline,
         *,
         trace: bool = False,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
     ) -> Compacted:
+        """Raises ApiError for a bad header or body (or a full lane), CompactionStopped("cancelled") when the
+        deadline is cancelled (the client went away). Past the deadline: the request uncompacted.
+        """
         chain = self.chain_for(header)
-        # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
-        # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
-        return await anyio.to_thread.run_sync(self.compact_sync, raw, chain, trace, notes, prefix)
+        lane = self.lanes.for_body(len(raw))
+        try:
+            # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
+            # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
+            return await lane.run(lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix), deadline)
+        except CompactionStopped as exc:
+            if exc.reason == "cancelled":
+                raise
+            logger.warning("compaction passed its deadline waiting for a thread; forwarding uncompacted")
+            return Compacted.uncompacted(raw, chain, DEADLINE_FALLBACK)
+        finally:
+            deadline.finish()
 
     def compact_sync(
         self,
         raw: bytes,
         chain: Chain,
+        deadline: Deadline | None = None,
         trace: bool = False,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
     ) -> Compacted:
-        """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body.
+        """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
+        CompactionStopped("cancelled") once the deadline is cancelled.
 
         notes: the summariser and cache for the notes strategy; without them it falls back.
         prefix: judges the forwarded messages against the conversation's previous request; None: not tracked.
@@ -147,6 +186,7 @@ class Compactor:
             notes_cache=notes.cache if notes else None,
             chains=self.parse_configured,
             memo=self.memo,
+            deadline=deadline,
         )
         compacted = self._run(raw, body, stdlib, chain, ctx, trace)
         if prefix is None:
@@ -161,6 +201,11 @@ class Compactor:
         messages = body["messages"]
         try:
             result = chain.run(messages, ctx, trace=trace)
+        except CompactionStopped as exc:
+            if exc.reason == "cancelled":
+                raise
+            logger.warning("compaction with %s passed its deadline; forwarding uncompacted", chain.spec)
+            return Compacted.uncompacted(raw, chain, DEADLINE_FALLBACK)
         except Exception:
             if not self.fail_open:
                 logger.exception("strategy chain %s failed; answering 500", chain.spec)

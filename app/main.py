@@ -15,12 +15,14 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import install_error_handlers
+from .lanes import Lanes
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
 from .notes import NotesRuntime
 from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
+from .request_policy import RequestPolicy
 from .routes import chat, health, passthrough
 from .services import Services, authenticate
 from .settings import Settings
@@ -57,6 +59,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             models,
             settings.default_strategies,
             settings.strategies,
+            lanes=Lanes(settings),
+            policy=RequestPolicy(registry, settings.request_parameters, settings.summariser_models),
+            deadline_seconds=settings.compaction_deadline_seconds,
             fail_open=settings.on_strategy_error == "forward",
             memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
         )

@@ -104,6 +104,7 @@ class Metrics:
         for stage in ("before", "after"):
             self.tokens.labels(stage)
         self.fallbacks.labels("strategy_error")
+        self.fallbacks.labels("compaction_deadline")
 
     def upstream_error(self, kind: str) -> None:
         self.upstream_errors.labels(kind).inc()
@@ -112,10 +113,11 @@ class Metrics:
         self.summariser_calls.labels(outcome).inc()
 
     def compacted(self, compacted: Compacted) -> None:
-        self.tokens.labels("before").inc(compacted.result.tokens_before)
-        self.tokens.labels("after").inc(compacted.result.tokens_after)
-        # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
-        self.tokens_removed.inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
+        if compacted.counted:
+            self.tokens.labels("before").inc(compacted.result.tokens_before)
+            self.tokens.labels("after").inc(compacted.result.tokens_after)
+            # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
+            self.tokens_removed.inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
         if compacted.prefix:
             self.prefix.labels(compacted.prefix).inc()
         for step in compacted.result.steps:

@@ -12,6 +12,7 @@ import anyio.to_thread
 import httpx
 
 from strategies import ModelTable, NotesCache, Summariser
+from strategies.deadline import Deadline
 
 from .auth import Keys
 from .background import Background
@@ -63,8 +64,8 @@ class NotesRuntime:
         )
         return cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
 
-    def for_request(self, headers: RawHeaders) -> NotesTools:
-        return NotesTools(self.summarisers.for_request(headers), self.store)
+    def for_request(self, headers: RawHeaders, deadline: Deadline) -> NotesTools:
+        return NotesTools(self.summarisers.for_request(headers, deadline), self.store)
 
     async def aclose(self) -> None:
         await self.background.aclose()

@@ -101,6 +101,40 @@ class Settings(BaseSettings):
         "forward",
         description="When a strategy raises: forward the request uncompacted (fail open) or answer 500 (fail closed).",
     )
+    # --- What one request may cost: time, threads, parameters, summariser calls ---
+    compaction_deadline_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a request's compaction may take, waiting for a thread included; past it the request "
+        "is forwarded uncompacted with X-Compaction-Fallback: compaction_deadline (on /compact: a 503).",
+    )
+    compaction_threads: int = Field(8, ge=1, description="Requests compacted at once in the small-request lane.")
+    large_request_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="Bodies at least this large are compacted in the large-request lane, so they never hold up "
+        "the small ones.",
+    )
+    large_compaction_threads: int = Field(2, ge=1, description="Large requests compacted at once.")
+    large_compaction_queue: int = Field(
+        16, ge=0, description="Large requests that may wait for a thread; more are answered 503 with Retry-After."
+    )
+    request_parameters: list[str] = Field(
+        default_factory=list,
+        description="Strategy parameters that spend what the operator pays for or trusts, which a request's "
+        "X-Compaction-Strategies header may set only when listed here: notes.model (or see summariser_models), "
+        "notes.prompt, notes.role, notes.fallback, trim_bulky.patterns. The configuration may always set them.",
+    )
+    summariser_models: list[str] = Field(
+        default_factory=list,
+        description="Models a request may name in notes(model=...), besides the configured one.",
+    )
+    summariser_max_calls: int = Field(
+        4,
+        ge=0,
+        description="Summariser calls one request may cause, ahead-of-need folds included; past them notes "
+        "falls back (summariser_limit) and the folds made so far stay cached for the next request.",
+    )
     # --- Running notes (the notes strategy): cache, summariser, work ahead of need ---
     cache_url: str = Field(
         "memory://",

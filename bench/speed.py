@@ -18,6 +18,8 @@ import time
 from typing import Any
 
 from app.compaction import Compactor
+from app.lanes import Lanes
+from app.request_policy import RequestPolicy
 from app.settings import Settings
 from strategies import Encodings, Memo, ModelTable, Registry, TokenCounter
 
@@ -91,7 +93,16 @@ def measure(args: argparse.Namespace) -> None:
     def compactor() -> Compactor:
         counter = TokenCounter(encodings, cache_size=settings.token_cache_size)
         memo = Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None
-        return Compactor(registry, counter, models, settings.default_strategies, settings.strategies, memo=memo)
+        return Compactor(
+            registry,
+            counter,
+            models,
+            settings.default_strategies,
+            settings.strategies,
+            lanes=Lanes(settings),
+            policy=RequestPolicy(registry),
+            memo=memo,
+        )
 
     def timed(c: Compactor, raw: bytes) -> float:
         started = time.perf_counter()

@@ -5,7 +5,11 @@ import logging
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from ..compaction import STRATEGIES_HEADER
+from strategies.deadline import CompactionStopped, Deadline
+
+from ..compaction import STRATEGIES_HEADER, Compacted
+from ..disconnect import unless_disconnected
+from ..errors import ApiError
 from ..headers import upstream_request_headers
 from ..limits import read_body
 from ..notes import NotesTools
@@ -34,19 +38,41 @@ def prefix_tracker(request: Request) -> PrefixTracker | None:
     return services(request).prefix
 
 
-def notes_tools(request: Request) -> NotesTools | None:
+def notes_tools(request: Request, deadline: Deadline) -> NotesTools | None:
     notes = services(request).notes
-    return notes.for_request(request.headers.raw) if notes is not None else None
+    return notes.for_request(request.headers.raw, deadline) if notes is not None else None
+
+
+async def compacted_body(request: Request, raw: bytes, *, tracked: bool) -> Compacted | None:
+    """The request compacted; None when the client went away meanwhile (the work then stops)."""
+    svc = services(request)
+    deadline = svc.compactor.deadline()
+    notes = notes_tools(request, deadline)
+    prefix = prefix_tracker(request) if tracked else None
+    try:
+        # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
+        return await unless_disconnected(
+            request,
+            deadline,
+            lambda: svc.compactor.compact(raw, chain_header(request), deadline, trace=True, notes=notes, prefix=prefix),
+        )
+    except CompactionStopped:
+        logger.info("the client went away during compaction; it was stopped")
+        return None
+
+
+def client_gone() -> Response:
+    # What nginx logs for a client that closed the connection before the answer: nobody reads this one.
+    return Response(status_code=499)
 
 
 @router.post("/v1/chat/completions", openapi_extra=CHAT_OPENAPI, responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
-    # trace: per-step timings for the metrics, at the cost of a token count per step (mostly cache hits).
-    compacted = await svc.compactor.compact(
-        raw, chain_header(request), trace=True, notes=notes_tools(request), prefix=prefix_tracker(request)
-    )
+    compacted = await compacted_body(request, raw, tracked=True)
+    if compacted is None:
+        return client_gone()
     svc.metrics.compacted(compacted)
     response = await svc.upstream.open(
         "POST",
@@ -78,7 +104,17 @@ async def compact(request: Request) -> Response:
     """Dry run: what /v1/chat/completions would send upstream, with per-step stats. Nothing is forwarded."""
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
-    compacted = await svc.compactor.compact(raw, chain_header(request), trace=True, notes=notes_tools(request))
+    compacted = await compacted_body(request, raw, tracked=False)
+    if compacted is None:
+        return client_gone()
+    if not compacted.counted:
+        raise ApiError(
+            503,
+            f"Compaction did not finish within compaction_deadline_seconds "
+            f"({svc.settings.compaction_deadline_seconds:g} s); a chat completion would be forwarded uncompacted.",
+            type="server_error",
+            code="compaction_deadline",
+        )
     result = compacted.result
     body = {
         "messages": result.messages,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -17,12 +19,27 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"model": ErrorResponse, "description": "Shutting down."}})
-async def readyz(request: Request) -> dict[str, str]:
-    """Readiness: started and not shutting down, so a load balancer may send new requests."""
-    if not services(request).readiness.ready:
+@router.get(
+    "/readyz", responses={503: {"model": ErrorResponse, "description": "Shutting down, or large-request lane full."}}
+)
+async def readyz(request: Request) -> dict[str, Any]:
+    """Readiness: started, not shutting down and not refusing large requests (app.lanes), so a load balancer
+    may send new requests. The answer shows each compaction lane's threads, running and waiting requests.
+    """
+    svc = services(request)
+    if not svc.readiness.ready:
         raise ApiError(503, "The proxy is shutting down.", type="server_error", code="not_ready")
-    return {"status": "ready"}
+    lanes = svc.compactor.lanes
+    if lanes.saturated:
+        large = lanes.large
+        raise ApiError(
+            503,
+            f"The large-request lane is full: {large.running} compacting, {large.waiting} waiting "
+            f"(large_compaction_threads {large.threads}, large_compaction_queue {large.queue}).",
+            type="server_error",
+            code="saturated",
+        )
+    return {"status": "ready", "compaction": lanes.stats()}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

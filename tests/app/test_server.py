@@ -59,7 +59,9 @@ def test_a_stream_still_running_when_the_grace_period_ends_is_cut(upstream: Stan
 def test_readyz_is_200_once_started(proxy: LoopbackServer) -> None:
     response = httpx.get(f"{proxy.url}/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["compaction"]["large"] == {"threads": 2, "running": 0, "waiting": 0, "queue": 16}
 
 
 def test_readyz_is_503_once_shutdown_began(start_proxy: ProxyFactory) -> None:

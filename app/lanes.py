@@ -1,0 +1,94 @@
+"""Where compaction work runs: worker threads in two lanes, so a few huge requests cannot starve small ones.
+
+Compacting costs CPU in proportion to the body (strategies/ keeps it near-linear), and runs in worker threads
+to keep the event loop free. A body of at least `large_request_bytes` goes to the large lane, a few threads
+with a bounded queue: past it the request is refused at once (503, Retry-After) rather than held in memory.
+Every other body goes to the small lane, which large requests never occupy. Waiting counts against the
+request's compaction deadline like the work itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from strategies.deadline import CompactionStopped, Deadline
+
+from .errors import ApiError
+from .settings import Settings
+
+T = TypeVar("T")
+RETRY_AFTER_SECONDS = 1
+
+
+class Lane:
+    def __init__(self, name: str, threads: int, queue: int | None) -> None:
+        """queue: requests that may wait for a thread; None: no bound."""
+        self.name = name
+        self.threads = threads
+        self.queue = queue
+        self.running = self.waiting = 0
+        self.limiter = anyio.CapacityLimiter(threads)
+        # The lane's own limiter bounds its threads: anyio's default one (40 threads, shared by everything
+        # that runs in a thread) must not put a second queue in front of them.
+        self._thread_tokens = anyio.CapacityLimiter(threads)  # as many as the lane: never makes anyone wait
+
+    @property
+    def full(self) -> bool:
+        return self.queue is not None and self.waiting >= self.queue and self.running >= self.threads
+
+    def stats(self) -> dict[str, int | None]:
+        return {"threads": self.threads, "running": self.running, "waiting": self.waiting, "queue": self.queue}
+
+    async def run(self, work: Callable[[], T], deadline: Deadline) -> T:
+        """work() in one of the lane's threads. Raises a 503 ApiError when the queue is full, and
+        CompactionStopped("deadline") when the deadline passes before a thread is free.
+        """
+        if self.full:
+            raise ApiError(
+                503,
+                f"The proxy is compacting as many large requests as it is configured to ({self.name} lane full); "
+                "retry shortly.",
+                type="server_error",
+                code="compaction_busy",
+                headers={"retry-after": str(RETRY_AFTER_SECONDS)},
+            )
+        self.waiting += 1
+        waited = False
+        try:
+            remaining = deadline.remaining()
+            with anyio.move_on_after(remaining if remaining is not None else float("inf")):
+                await self.limiter.acquire()
+                waited = True
+        finally:
+            self.waiting -= 1
+        if not waited:
+            raise CompactionStopped("deadline")
+        self.running += 1
+        try:
+            # abandon_on_cancel: a cancelled request (client gone, shutdown past its grace) returns at once;
+            # the thread stops at its next checkpoint, since the caller then cancels the deadline.
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self._thread_tokens)
+        finally:
+            self.running -= 1
+            self.limiter.release()
+
+
+class Lanes:
+    def __init__(self, settings: Settings) -> None:
+        self.large_bytes = settings.large_request_bytes
+        self.small = Lane("small", settings.compaction_threads, None)
+        self.large = Lane("large", settings.large_compaction_threads, settings.large_compaction_queue)
+
+    def for_body(self, size: int) -> Lane:
+        return self.large if size >= self.large_bytes else self.small
+
+    @property
+    def saturated(self) -> bool:
+        return self.large.full
+
+    def stats(self) -> dict[str, dict[str, int | None]]:
+        return {"small": self.small.stats(), "large": self.large.stats()}

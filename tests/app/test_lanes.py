@@ -1,0 +1,82 @@
+"""Compaction lanes and the deadline (app.lanes, app.compaction): huge requests cannot starve small ones, a full
+large lane answers 503 and shows on /readyz, and a compaction past its deadline forwards the request as it came.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from tests.app.conftest import ProxyFactory
+from tests.support.holding import Holding
+from tests.support.upstream import StandInUpstream
+
+HOLD = {"X-Compaction-Strategies": "hold"}
+
+
+def body(size: int = 0) -> dict[str, Any]:
+    """A chat request of at least `size` bytes."""
+    return {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * size + "hi"}]}
+
+
+def test_a_full_large_lane_refuses_more_large_requests_while_small_ones_go_on(
+    start_proxy: ProxyFactory, upstream: StandInUpstream
+) -> None:
+    holding = Holding()
+    lanes = {"large_request_bytes": 100_000, "large_compaction_threads": 1, "large_compaction_queue": 1}
+    with start_proxy(holding.registry, **lanes) as proxy, ThreadPoolExecutor(2) as pool:
+        url = f"{proxy.url}/v1/chat/completions"
+        running = pool.submit(httpx.post, url, json=body(200_000), headers=HOLD, timeout=30)
+        holding.wait_entered()
+        waiting = pool.submit(httpx.post, url, json=body(200_000), headers=HOLD, timeout=30)
+        large = proxy.server.config.app.state.services.compactor.lanes.large
+        deadline = time.monotonic() + 10  # hang guard
+        while large.waiting != 1:  # until the second one queues
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        refused = httpx.post(url, json=body(200_000), headers=HOLD, timeout=30)
+        readyz = httpx.get(f"{proxy.url}/readyz")
+        small = httpx.post(url, json=body(), timeout=30)  # its own lane: not behind the large ones
+        holding.release.set()
+        assert running.result().status_code == 200 and waiting.result().status_code == 200
+        after = httpx.get(f"{proxy.url}/readyz")
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "compaction_busy"
+    assert readyz.status_code == 503 and readyz.json()["error"]["code"] == "saturated"
+    assert small.status_code == 200
+    assert after.status_code == 200 and after.json()["compaction"]["large"]["running"] == 0
+    assert len(upstream.received) == 3  # the refused one never went upstream
+
+
+def test_past_the_deadline_the_request_goes_upstream_as_it_came(
+    start_proxy: ProxyFactory, upstream: StandInUpstream
+) -> None:
+    holding = Holding()
+    raw = json.dumps(body()).encode()
+    with start_proxy(holding.registry, compaction_deadline_seconds=0.3) as proxy:
+        response = httpx.post(f"{proxy.url}/v1/chat/completions", content=raw, headers=HOLD, timeout=30)
+        dry_run = httpx.post(f"{proxy.url}/compact", content=raw, headers=HOLD, timeout=30)
+    assert response.status_code == 200
+    assert response.headers["x-compaction-fallback"] == "compaction_deadline"
+    assert "x-compaction-tokens-before" not in response.headers  # not counted: it stopped first
+    assert upstream.last().body == raw
+    assert holding.stopped == ["deadline", "deadline"]
+    assert dry_run.status_code == 503 and dry_run.json()["error"]["code"] == "compaction_deadline"
+
+
+def test_waiting_for_a_thread_counts_against_the_deadline(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+    holding = Holding()
+    settings = {"compaction_threads": 1, "compaction_deadline_seconds": 60}
+    with start_proxy(holding.registry, **settings) as proxy, ThreadPoolExecutor(1) as pool:
+        url = f"{proxy.url}/v1/chat/completions"
+        held = pool.submit(httpx.post, url, json=body(), headers=HOLD, timeout=30)
+        holding.wait_entered()
+        proxy.server.config.app.state.services.compactor.deadline_seconds = 0.3
+        queued = httpx.post(url, json=body(), timeout=30)  # waits behind the held one, past its deadline
+        holding.release.set()
+        assert held.result().status_code == 200
+    assert queued.status_code == 200 and queued.headers["x-compaction-fallback"] == "compaction_deadline"
