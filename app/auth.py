@@ -16,7 +16,7 @@ from .settings import Settings
 
 
 class OpenRelayError(ValueError):
-    """An upstream key with nothing guarding it: whoever reaches the port could spend it."""
+    """An upstream or summariser key with nothing guarding it: whoever reaches the port could spend it."""
 
 
 def _digest(key: str) -> bytes:
@@ -24,16 +24,25 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+def _refuse_open_relay(setting: str, key: str, what: str) -> None:
+    if key:
+        raise OpenRelayError(
+            f"{setting} is set but api_keys is empty, so anyone who can reach the port would spend {what}. "
+            "Set api_keys (COMPACTION_API_KEYS) to the keys clients must send, or set allow_unauthenticated = true "
+            "if something else guards the port."
+        )
+
+
 class Keys:
     def __init__(self, settings: Settings) -> None:
-        """Raises OpenRelayError for an upstream key without proxy keys, unless explicitly allowed."""
+        """Raises OpenRelayError for an upstream or summariser key without proxy keys, unless explicitly allowed."""
         self._accepted = [_digest(key.get_secret_value()) for key in settings.api_keys]
         upstream = settings.upstream_api_key.get_secret_value().strip()  # a stray newline from a secrets file
-        if upstream and not self._accepted and not settings.allow_unauthenticated:
-            raise OpenRelayError(
-                "upstream_api_key is set but api_keys is empty, so anyone who can reach the port would spend "
-                "the upstream key. Set api_keys (COMPACTION_API_KEYS) to the keys clients must send, or set "
-                "allow_unauthenticated = true if something else guards the port."
+        if not self._accepted and not settings.allow_unauthenticated:
+            _refuse_open_relay("upstream_api_key", upstream, "the upstream key")
+            # Any request may ask for the notes strategy, and so for summariser calls made with this key.
+            _refuse_open_relay(
+                "summariser_api_key", settings.summariser_api_key.get_secret_value().strip(), "the summariser key"
             )
         self._upstream = f"Bearer {upstream}".encode() if upstream else None
         # With keys of its own the proxy decides what goes upstream; otherwise the client does.

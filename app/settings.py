@@ -94,7 +94,9 @@ class Settings(BaseSettings):
         SecretStr(""), description="Key sent upstream instead of the client's; needs api_keys. Empty: none."
     )
     allow_unauthenticated: bool = Field(
-        False, description="Start with an upstream_api_key but no api_keys, so anyone who reaches the port uses it."
+        False,
+        description="Start with an upstream_api_key or summariser_api_key but no api_keys, so anyone who reaches the "
+        "port uses them.",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Largest request body accepted (413 above).")
     on_strategy_error: Literal["forward", "fail"] = Field(
@@ -118,7 +120,8 @@ class Settings(BaseSettings):
         "", description="Model notes are made with, unless the strategy names one. Empty: the request's model."
     )
     summariser_api_key: SecretStr = Field(
-        SecretStr(""), description="Key for summariser calls. Empty: the key the request itself is forwarded with."
+        SecretStr(""),
+        description="Key for summariser calls; needs api_keys. Empty: the key the request itself is forwarded with.",
     )
     summariser_timeout: float = Field(60.0, gt=0, description="Seconds one summariser call may take in all.")
     notes_ahead_max: int = Field(
