@@ -94,6 +94,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        # Starlette would answer a path that matches no route but does with a slash added or removed (GET /v1)
+        # with a redirect built from the client's Host header: a 404 in OpenAI's shape instead.
+        redirect_slashes=False,
     )
     # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
     app.state.readiness = readiness

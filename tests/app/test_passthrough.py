@@ -119,6 +119,15 @@ def test_ordinary_paths_still_pass(proxy: LoopbackServer, upstream: StandInUpstr
         assert upstream.last().query == path.split("?", 1)[1]  # the query string is not the path: left alone
 
 
+@pytest.mark.parametrize("path", ["/v1", "/v1?x=1", "/healthz/", "/compact/"])
+def test_no_redirect_is_built_from_the_host_header(proxy: LoopbackServer, upstream: StandInUpstream, path: str) -> None:
+    response = raw_request(proxy, "GET", path, host="evil.example")
+    assert response.getheader("location") is None
+    assert 400 <= response.status < 500
+    assert response.getheader("content-type") == "application/json"
+    assert upstream.received == []
+
+
 def test_paths_outside_v1_are_404(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
     response = httpx.get(f"{proxy.url}/admin")
     assert response.status_code == 404
