@@ -14,6 +14,10 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from strategies import ModelLimits
 
+# Deeper than any real request (OpenAI's structured outputs allow 10 levels of schema nesting, about 25 levels of
+# JSON in the body), far below orjson's 255 levels for writing a body back.
+DEFAULT_MAX_JSON_DEPTH = 64
+
 
 class TomlFileSource(PydanticBaseSettingsSource):
     """Reads the TOML config file. Unlike pydantic-settings' own source, a missing file is an error:
@@ -99,6 +103,13 @@ class Settings(BaseSettings):
         "port uses them.",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Largest request body accepted (413 above).")
+    max_json_depth: int = Field(
+        DEFAULT_MAX_JSON_DEPTH,
+        ge=5,
+        le=255,
+        description="Deepest nesting of arrays and objects in a chat body the proxy parses (400 too_deep above); at "
+        "most 255, what orjson can write back.",
+    )
     on_strategy_error: Literal["forward", "fail"] = Field(
         "forward",
         description="When a strategy raises: forward the request uncompacted (fail open) or answer 500 (fail closed).",
