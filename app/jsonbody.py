@@ -108,6 +108,20 @@ def _json_type(value: Any) -> str:
 
 def dump_body(body: dict[str, Any], stdlib: bool) -> bytes:
     if stdlib:
-        # ASCII escapes keep a lone surrogate as the \udXXX escape the client sent, and the body valid UTF-8.
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _stdlib_dumps(body)
     return orjson.dumps(body)
+
+
+def dump_json(value: Any) -> bytes:
+    """Any JSON value the proxy answers with itself (the /compact answer), also when it holds text from a body
+    that only the stdlib could read: orjson first, the stdlib for what orjson refuses to write.
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _stdlib_dumps(value)
+
+
+def _stdlib_dumps(value: Any) -> bytes:
+    # ASCII escapes keep a lone surrogate as the \udXXX escape the client sent, and the body valid UTF-8.
+    return json.dumps(value, separators=(",", ":")).encode()
