@@ -105,7 +105,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
-    # Innermost of the three: metrics count its 500s like any answer.
+    # Metrics count its 500s like any answer.
     app.add_middleware(InternalErrorMiddleware)
     # Added last, so outermost: every log line of a request, metrics' included, carries its id.
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -159,6 +159,22 @@ class Settings(BaseSettings):
         description="Seconds an idle client connection stays open. Keep it longer than the idle timeout of the "
         "clients and load balancers in front, so that they close idle connections, not the proxy.",
     )
+    # --- Client connections (app.connections), each limit per process ---
+    request_head_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Seconds a request head (request line and headers) may take to arrive, from the connection's "
+        "opening or, on a kept-alive connection, from the first byte of the request; then the connection is closed.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request head (request line and headers) accepted (431 above)."
+    )
+    max_client_connections: int = Field(
+        2048,
+        ge=1,
+        description="Client connections open at once; past it the one that has waited longest for a request is "
+        "closed to make room, or the new one gets a 503 if all have requests in flight. Per worker process.",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
