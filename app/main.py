@@ -15,6 +15,7 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import InternalErrorMiddleware, install_error_handlers
+from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
 from .notes import NotesRuntime
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
+    app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)
     # Metrics count its 500s like any answer.
     app.add_middleware(InternalErrorMiddleware)
     # Added last, so outermost: every log line of a request, metrics' included, carries its id.

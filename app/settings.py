@@ -175,6 +175,11 @@ class Settings(BaseSettings):
         description="Client connections open at once; past it the one that has waited longest for a request is "
         "closed to make room, or the new one gets a 503 if all have requests in flight. Per worker process.",
     )
+    request_body_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds a request body may go without sending anything before the request is answered 408.",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod

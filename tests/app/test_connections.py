@@ -191,6 +191,18 @@ def test_a_malformed_request_is_a_400_in_openais_shape(serve: Serve, http: type[
     }
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/files"])  # buffered, and streamed upstream
+def test_a_body_that_stalls_is_answered_408_and_closed(serve: Serve, upstream: StandInUpstream, path: str) -> None:
+    with serve(request_body_timeout_seconds=SHORT) as proxy:
+        sock = connect(proxy)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n".encode() + b'{"model"')
+        status, error = error_of(until_closed(sock))
+    assert status == 408
+    assert error["code"] == "request_timeout"
+    assert "request_body_timeout_seconds" in error["message"]
+    assert upstream.received == []
+
+
 def open_files_limit(pid: int) -> int:
     [line] = [
         line for line in Path(f"/proc/{pid}/limits").read_text().splitlines() if line.startswith("Max open files")
