@@ -14,9 +14,13 @@ from .errors import ApiError
 from .headers import RawHeaders
 from .settings import Settings
 
+# Separates these digests from any other SHA-256 of the same key (Keys compares keys by their plain digest).
+_SCOPE_DOMAIN = b"compaction-proxy client scope v1\x00"
+_CLIENT_CREDENTIALS = (b"authorization", b"x-api-key")
+
 
 class OpenRelayError(ValueError):
-    """An upstream key with nothing guarding it: whoever reaches the port could spend it."""
+    """An upstream or summariser key with nothing guarding it: whoever reaches the port could spend it."""
 
 
 def _digest(key: str) -> bytes:
@@ -24,16 +28,31 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+def _bearer_token(authorization: str | None) -> str:
+    """The token of `Authorization: Bearer <token>` (any case of the scheme); "" for anything else."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _refuse_open_relay(setting: str, key: str, what: str) -> None:
+    if key:
+        raise OpenRelayError(
+            f"{setting} is set but api_keys is empty, so anyone who can reach the port would spend {what}. "
+            "Set api_keys (COMPACTION_API_KEYS) to the keys clients must send, or set allow_unauthenticated = true "
+            "if something else guards the port."
+        )
+
+
 class Keys:
     def __init__(self, settings: Settings) -> None:
-        """Raises OpenRelayError for an upstream key without proxy keys, unless explicitly allowed."""
+        """Raises OpenRelayError for an upstream or summariser key without proxy keys, unless explicitly allowed."""
         self._accepted = [_digest(key.get_secret_value()) for key in settings.api_keys]
         upstream = settings.upstream_api_key.get_secret_value().strip()  # a stray newline from a secrets file
-        if upstream and not self._accepted and not settings.allow_unauthenticated:
-            raise OpenRelayError(
-                "upstream_api_key is set but api_keys is empty, so anyone who can reach the port would spend "
-                "the upstream key. Set api_keys (COMPACTION_API_KEYS) to the keys clients must send, or set "
-                "allow_unauthenticated = true if something else guards the port."
+        if not self._accepted and not settings.allow_unauthenticated:
+            _refuse_open_relay("upstream_api_key", upstream, "the upstream key")
+            # Any request may ask for the notes strategy, and so for summariser calls made with this key.
+            _refuse_open_relay(
+                "summariser_api_key", settings.summariser_api_key.get_secret_value().strip(), "the summariser key"
             )
         self._upstream = f"Bearer {upstream}".encode() if upstream else None
         # With keys of its own the proxy decides what goes upstream; otherwise the client does.
@@ -47,9 +66,8 @@ class Keys:
         """Raises a 401 ApiError unless `Authorization: Bearer <one of api_keys>` was sent (or none are set)."""
         if not self._accepted:
             return
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = _bearer_token(authorization)
+        if not token:
             raise ApiError(
                 401,
                 "Missing API key: send one of the proxy's keys as 'Authorization: Bearer <key>'.",
@@ -68,6 +86,26 @@ class Keys:
                 code="invalid_api_key",
                 headers={"www-authenticate": 'Bearer error="invalid_token"'},
             )
+
+    def client_scope(self, headers: RawHeaders) -> bytes:
+        """Who is asking, as a digest that never reveals the credential itself: what the proxy keeps for a client
+        (the prompt-cache report's state, notes) is scoped by it, so no client sees or overwrites another's.
+
+        Proxy keys: the proxy key presented (check() has accepted it). Otherwise the credential the client
+        brings for the upstream, its Authorization and x-api-key (Anthropic's header). b"" for a client that
+        sends neither: anonymous clients share one scope, as they share everything else.
+        """
+        if self._accepted:
+            authorization = next((v for n, v in headers if n.lower() == b"authorization"), b"")
+            parts = [b"proxy-key", _bearer_token(authorization.decode("latin-1")).encode("latin-1")]
+        else:
+            parts = [n.lower() + b":" + v.strip() for n, v in headers if n.lower() in _CLIENT_CREDENTIALS]
+            if not parts:
+                return b""
+        scope = hashlib.sha256(_SCOPE_DOMAIN)
+        for part in parts:
+            scope.update(len(part).to_bytes(4, "big") + part)  # length-prefixed: no two lists run together alike
+        return scope.digest()
 
     def outgoing(self, headers: RawHeaders) -> RawHeaders:
         """The request headers for upstream, with the Authorization this mode calls for."""

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from uvicorn.config import STARTUP_FAILURE
 
+from .connections import raise_open_file_limit
 from .logs import configure_logging
 from .main import ConfigError, create_app
 from .server import DrainingServer, exit_cleanly_after_drain, server_config
@@ -52,10 +53,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"compaction-proxy: invalid settings: {exc}")
     configure_logging(settings.log_level, settings.log_format)
     exit_cleanly_after_drain()
+    config = server_config(app, settings)
+    # Per process (workers inherit the limit): the client connections, the upstream pool, a burst of accepted
+    # sockets not yet closed for the limit (up to the listen backlog at once), and some for files and caches.
+    raise_open_file_limit(settings.max_client_connections + settings.max_connections + config.backlog + 256)
     if settings.workers > 1:
         # The app built above only proved the settings work; each worker builds its own.
         sys.exit(run_workers(settings, overrides))
-    server = DrainingServer(server_config(app, settings), app.state.readiness)
+    server = DrainingServer(config, app.state.readiness)
     # As uvicorn.run does: Ctrl-C is a normal way to stop; a server that never started (its lifespan
     # start-up failed) is a failure.
     try:

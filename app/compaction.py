@@ -28,6 +28,7 @@ from .headers import RawHeaders
 from .jsonbody import dump_body, parse_chat_body
 from .lanes import Lanes
 from .request_policy import RequestPolicy
+from .settings import DEFAULT_MAX_JSON_DEPTH
 
 if TYPE_CHECKING:
     from .notes import NotesTools
@@ -80,6 +81,7 @@ class Compactor:
         lanes: Lanes,
         policy: RequestPolicy,
         deadline_seconds: float | None = None,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
         fail_open: bool = True,
         memo: Memo | None = None,
     ) -> None:
@@ -107,6 +109,7 @@ class Compactor:
         self.lanes = lanes
         self.policy = policy
         self.deadline_seconds = deadline_seconds
+        self.max_json_depth = max_json_depth
 
     def deadline(self) -> Deadline:
         """A new request's deadline, started now."""
@@ -140,16 +143,20 @@ class Compactor:
         trace: bool = False,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
+        scope: bytes = b"",
     ) -> Compacted:
         """Raises ApiError for a bad header or body (or a full lane), CompactionStopped("cancelled") when the
         deadline is cancelled (the client went away). Past the deadline: the request uncompacted.
+        scope: the client's (Keys.client_scope), which prefix tracking keeps its state under.
         """
         chain = self.chain_for(header)
         lane = self.lanes.for_body(len(raw))
         try:
             # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
             # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
-            return await lane.run(lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix), deadline)
+            return await lane.run(
+                lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix, scope), deadline
+            )
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise
@@ -166,6 +173,7 @@ class Compactor:
         trace: bool = False,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
+        scope: bytes = b"",
     ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
         CompactionStopped("cancelled") once the deadline is cancelled.
@@ -173,7 +181,7 @@ class Compactor:
         notes: the summariser and cache for the notes strategy; without them it falls back.
         prefix: judges the forwarded messages against the conversation's previous request; None: not tracked.
         """
-        body, stdlib = parse_chat_body(raw)
+        body, stdlib = parse_chat_body(raw, self.max_json_depth)
         messages = body["messages"]
         model = body.get("model")
         model = model if isinstance(model, str) else ""
@@ -192,7 +200,7 @@ class Compactor:
         if prefix is None:
             return compacted
         # ctx.digest: the token counts already hashed every message, original and forwarded.
-        outcome = prefix.observe(model, messages, compacted.result.messages, ctx.digest)
+        outcome = prefix.observe(model, messages, compacted.result.messages, ctx.digest, scope=scope)
         return replace(compacted, prefix=outcome)
 
     def _run(

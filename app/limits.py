@@ -1,10 +1,14 @@
-"""The request body limit: refused up front when Content-Length says too much, else counted as it arrives."""
+"""The request body's limits: its size, refused up front when Content-Length says too much, else counted as it
+arrives; and the time it may go without sending anything.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError
 
@@ -44,3 +48,44 @@ def limited_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, refused with a 413 ApiError before more than `limit` bytes are held in memory."""
     return b"".join([chunk async for chunk in limited_stream(request, limit)])
+
+
+class BodyTimeoutMiddleware:
+    """A request body that sends nothing for `timeout` seconds is answered 408 and its connection closed, on every
+    route that reads one (buffered or streamed upstream), instead of holding the request, and whatever it holds, for
+    ever. Pure ASGI: the receive callable times out; the route sees the ApiError wherever it reads the body.
+    """
+
+    def __init__(self, app: ASGIApp, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        waiting = True  # for the body, before any answer: once either is complete, receive waits for a disconnect
+
+        async def timed_receive() -> Message:
+            nonlocal waiting
+            if not waiting:
+                return await receive()
+            with anyio.move_on_after(self.timeout) as scope_:
+                message = await receive()
+            if scope_.cancelled_caught:
+                raise ApiError(
+                    408,
+                    f"The request body sent nothing for {self.timeout:g} s (setting request_body_timeout_seconds).",
+                    code="request_timeout",
+                    headers={"connection": "close"},
+                )
+            waiting = message["type"] == "http.request" and message.get("more_body", False)
+            return message
+
+        async def answering_send(message: Message) -> None:
+            nonlocal waiting
+            if message["type"] == "http.response.start":
+                waiting = False
+            await send(message)
+
+        await self.app(scope, timed_receive, answering_send)

@@ -14,8 +14,9 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
-from .errors import install_error_handlers
+from .errors import InternalErrorMiddleware, install_error_handlers
 from .lanes import Lanes
+from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
 from .notes import NotesRuntime
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             lanes=Lanes(settings),
             policy=RequestPolicy(registry, settings.request_parameters, settings.summariser_models),
             deadline_seconds=settings.compaction_deadline_seconds,
+            max_json_depth=settings.max_json_depth,
             fail_open=settings.on_strategy_error == "forward",
             memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
         )
@@ -99,6 +101,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        # Starlette would answer a path that matches no route but does with a slash added or removed (GET /v1)
+        # with a redirect built from the client's Host header: a 404 in OpenAI's shape instead.
+        redirect_slashes=False,
     )
     # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
     app.state.readiness = readiness
@@ -107,6 +112,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
+    app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)
+    # Metrics count its 500s like any answer.
+    app.add_middleware(InternalErrorMiddleware)
     # Added last, so outermost: every log line of a request, metrics' included, carries its id.
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)

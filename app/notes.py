@@ -6,6 +6,7 @@ task set that makes folds ahead of need.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -33,6 +34,28 @@ class NotesTools:
 
     summariser: Summariser
     cache: NotesCache
+
+
+@dataclass(frozen=True)
+class ScopedNotes:
+    """The notes store as one client sees it: its keys under the client's scope (Keys.client_scope), so no client
+    reads notes another made, nor learns from a cache hit what another's conversation said.
+    """
+
+    store: NotesStore
+    scope: str  # hex; "" for anonymous clients
+
+    def _key(self, key: str) -> str:
+        return f"{self.scope}:{key}" if self.scope else key
+
+    def get(self, key: str) -> str | None:
+        return self.store.get(self._key(key))
+
+    def fold(self, key: str, make: Callable[[], str]) -> str:
+        return self.store.fold(self._key(key), make)
+
+    def fold_ahead(self, key: str, job: Callable[[], None]) -> bool:
+        return self.store.fold_ahead(self._key(key), job)
 
 
 class NotesRuntime:
@@ -64,8 +87,8 @@ class NotesRuntime:
         )
         return cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
 
-    def for_request(self, headers: RawHeaders, deadline: Deadline) -> NotesTools:
-        return NotesTools(self.summarisers.for_request(headers, deadline), self.store)
+    def for_request(self, headers: RawHeaders, deadline: Deadline, scope: bytes) -> NotesTools:
+        return NotesTools(self.summarisers.for_request(headers, deadline), ScopedNotes(self.store, scope.hex()))
 
     async def aclose(self) -> None:
         await self.background.aclose()

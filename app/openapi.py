@@ -154,10 +154,17 @@ def _error(description: str) -> dict[str, Any]:
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: _error("Malformed JSON, a body that is not an object, bad `messages` or `stream`, or a bad strategy header."),
+    400: _error(
+        "Malformed JSON, a body that is not an object or nested deeper than max_json_depth (code too_deep), bad "
+        "`messages` or `stream`, or a bad strategy header."
+    ),
     401: _error("Proxy keys are configured and the request has none or a wrong one."),
+    408: _error("The body sent nothing for request_body_timeout_seconds (code request_timeout)."),
     413: _error("The body is larger than max_body_bytes."),
-    500: _error("A strategy failed and on_strategy_error is 'fail' (code compaction_failed)."),
+    500: _error(
+        "A strategy failed and on_strategy_error is 'fail' (code compaction_failed), or the proxy itself failed "
+        "(code internal_error)."
+    ),
 }
 
 COMPACT_RESPONSES: dict[int | str, dict[str, Any]] = {

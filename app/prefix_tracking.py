@@ -1,8 +1,8 @@
 """What the proxy did to the provider's prompt cache: whether the request it forwards for a conversation
 extends the one it forwarded last time (a prompt cache can reuse it) or breaks that prefix (it re-bills it).
 
-State per conversation, in the cache backend of `cache_url` (shared by workers and replicas like notes are):
-the number of forwarded messages and the prefix digest of all of them, "12:<hex>". One get and one put per
+State per client and conversation, in the cache backend of `cache_url` (shared by workers and replicas like notes
+are): the number of forwarded messages and the prefix digest of all of them, "12:<hex>". One get and one put per
 request, from the worker thread that compacts it; the digests are the ones the token count already made.
 """
 
@@ -28,15 +28,20 @@ KEY_PREFIX = "prefix:"
 logger = logging.getLogger("compaction_proxy.prefix")
 
 
-def conversation_key(model: str, original: Sequence[Message], digest: Digest = message_digest) -> str:
+def conversation_key(
+    model: str, original: Sequence[Message], digest: Digest = message_digest, scope: bytes = b""
+) -> str:
     """The model plus the original messages up to and including the first user message (system prompt and task):
-    what stays the same for a whole conversation, whatever compaction later does to the rest.
+    what stays the same for a whole conversation, whatever compaction later does to the rest; within the
+    client's scope (Keys.client_scope), so that two clients sending the same opening are two conversations.
     """
     anchor = next((i for i, m in enumerate(original) if m.get("role") == "user"), 0)
     # The model name seeds the chain: the same opening sent to two models is two caches at the provider.
     chained = prefix_digests((digest(m) for m in original[: anchor + 1]), seed=model.encode())
     # No messages at all (the upstream will refuse it): the model alone, in a form no digest can take.
-    return KEY_PREFIX + (chained[-1].hex() if chained else "empty:" + model.encode().hex())
+    conversation = chained[-1].hex() if chained else "empty:" + model.encode().hex()
+    # A hex digest and a colon: no scope, and no model name, can make one client's key another's.
+    return KEY_PREFIX + (scope.hex() + ":" if scope else "") + conversation
 
 
 def judge(stored: str | None, prefixes: Sequence[bytes]) -> Outcome:
@@ -67,16 +72,24 @@ class PrefixTracker:
         return cls(await anyio.to_thread.run_sync(lambda: open_backend(url, ttl=ttl, max_entries=size)))
 
     def observe(
-        self, model: str, original: Sequence[Message], forwarded: Sequence[Message], digest: Digest = message_digest
+        self,
+        model: str,
+        original: Sequence[Message],
+        forwarded: Sequence[Message],
+        digest: Digest = message_digest,
+        *,
+        scope: bytes = b"",
     ) -> Outcome:
         """Judge `forwarded` against what was forwarded last for this conversation, then remember it.
 
         Blocking (backend I/O): call it from a worker thread. digest: Context.digest, so that messages the
-        request already hashed are not hashed again. Never raises for a backend failure: "unknown".
+        request already hashed are not hashed again. scope: Keys.client_scope of the request, so that no client
+        learns from the answer what another sent, nor overwrites its state. Never raises for a backend failure:
+        "unknown".
         Concurrent requests of one conversation race between the get and the put (the last write wins):
         this is a report, worth no cross-process lock.
         """
-        key = conversation_key(model, original, digest)
+        key = conversation_key(model, original, digest, scope)
         prefixes = prefix_digests(digest(m) for m in forwarded)
         current = f"{len(prefixes)}:{prefixes[-1].hex() if prefixes else ''}"
         try:

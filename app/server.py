@@ -15,16 +15,16 @@ from typing import Any
 
 import uvicorn
 
+from .connections import ClientLimits, ProxyConfig
 from .readiness import Readiness
 from .settings import Settings
 
 logger = logging.getLogger("compaction_proxy.server")
 
 
-def server_config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
-    """uvicorn's settings for the proxy, one process or a supervisor with workers alike."""
-    return uvicorn.Config(
-        app,
+def server_config(app: Any, settings: Settings, **extra: Any) -> ProxyConfig:
+    """uvicorn's settings for the proxy, one process or a supervisor with workers alike; `extra` overrides them."""
+    options: dict[str, Any] = dict(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -37,8 +37,8 @@ def server_config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config:
         # A client that reuses a connection just as the server closes it for idleness gets a reset, not an
         # answer; POSTs are not retried. Outlasting the client's own idle timeout avoids that race.
         timeout_keep_alive=settings.keep_alive_seconds,
-        **extra,
     )
+    return ProxyConfig(app, client_limits=ClientLimits.from_settings(settings), **{**options, **extra})
 
 
 class DrainingServer(uvicorn.Server):

@@ -14,6 +14,10 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from strategies import ModelLimits
 
+# Deeper than any real request (OpenAI's structured outputs allow 10 levels of schema nesting, about 25 levels of
+# JSON in the body), far below orjson's 255 levels for writing a body back.
+DEFAULT_MAX_JSON_DEPTH = 64
+
 
 class TomlFileSource(PydanticBaseSettingsSource):
     """Reads the TOML config file. Unlike pydantic-settings' own source, a missing file is an error:
@@ -94,9 +98,18 @@ class Settings(BaseSettings):
         SecretStr(""), description="Key sent upstream instead of the client's; needs api_keys. Empty: none."
     )
     allow_unauthenticated: bool = Field(
-        False, description="Start with an upstream_api_key but no api_keys, so anyone who reaches the port uses it."
+        False,
+        description="Start with an upstream_api_key or summariser_api_key but no api_keys, so anyone who reaches the "
+        "port uses them.",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Largest request body accepted (413 above).")
+    max_json_depth: int = Field(
+        DEFAULT_MAX_JSON_DEPTH,
+        ge=5,
+        le=255,
+        description="Deepest nesting of arrays and objects in a chat body the proxy parses (400 too_deep above); at "
+        "most 255, what orjson can write back.",
+    )
     on_strategy_error: Literal["forward", "fail"] = Field(
         "forward",
         description="When a strategy raises: forward the request uncompacted (fail open) or answer 500 (fail closed).",
@@ -152,7 +165,8 @@ class Settings(BaseSettings):
         "", description="Model notes are made with, unless the strategy names one. Empty: the request's model."
     )
     summariser_api_key: SecretStr = Field(
-        SecretStr(""), description="Key for summariser calls. Empty: the key the request itself is forwarded with."
+        SecretStr(""),
+        description="Key for summariser calls; needs api_keys. Empty: the key the request itself is forwarded with.",
     )
     summariser_timeout: float = Field(60.0, gt=0, description="Seconds one summariser call may take in all.")
     notes_ahead_max: int = Field(
@@ -178,6 +192,27 @@ class Settings(BaseSettings):
         ge=1,
         description="Seconds an idle client connection stays open. Keep it longer than the idle timeout of the "
         "clients and load balancers in front, so that they close idle connections, not the proxy.",
+    )
+    # --- Client connections (app.connections), each limit per process ---
+    request_head_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Seconds a request head (request line and headers) may take to arrive, from the connection's "
+        "opening or, on a kept-alive connection, from the first byte of the request; then the connection is closed.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request head (request line and headers) accepted (431 above)."
+    )
+    max_client_connections: int = Field(
+        2048,
+        ge=1,
+        description="Client connections open at once; past it the one that has waited longest for a request is "
+        "closed to make room, or the new one gets a 503 if all have requests in flight. Per worker process.",
+    )
+    request_body_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds a request body may go without sending anything before the request is answered 408.",
     )
 
     @field_validator("api_keys", mode="before")

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import logging
 
-import orjson
 from fastapi import APIRouter, Request, Response
 
 from strategies.deadline import CompactionStopped, Deadline
@@ -11,6 +10,7 @@ from ..compaction import STRATEGIES_HEADER, Compacted
 from ..disconnect import unless_disconnected
 from ..errors import ApiError
 from ..headers import upstream_request_headers
+from ..jsonbody import dump_json
 from ..limits import read_body
 from ..notes import NotesTools
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
@@ -38,23 +38,27 @@ def prefix_tracker(request: Request) -> PrefixTracker | None:
     return services(request).prefix
 
 
-def notes_tools(request: Request, deadline: Deadline) -> NotesTools | None:
+def notes_tools(request: Request, deadline: Deadline, scope: bytes) -> NotesTools | None:
     notes = services(request).notes
-    return notes.for_request(request.headers.raw, deadline) if notes is not None else None
+    return notes.for_request(request.headers.raw, deadline, scope) if notes is not None else None
 
 
 async def compacted_body(request: Request, raw: bytes, *, tracked: bool) -> Compacted | None:
     """The request compacted; None when the client went away meanwhile (the work then stops)."""
     svc = services(request)
     deadline = svc.compactor.deadline()
-    notes = notes_tools(request, deadline)
+    # Who asks (authenticate has accepted the key): what the proxy keeps for a client is kept apart per client.
+    scope = svc.keys.client_scope(request.headers.raw)
+    notes = notes_tools(request, deadline, scope)
     prefix = prefix_tracker(request) if tracked else None
     try:
         # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
         return await unless_disconnected(
             request,
             deadline,
-            lambda: svc.compactor.compact(raw, chain_header(request), deadline, trace=True, notes=notes, prefix=prefix),
+            lambda: svc.compactor.compact(
+                raw, chain_header(request), deadline, trace=True, notes=notes, prefix=prefix, scope=scope
+            ),
         )
     except CompactionStopped:
         logger.info("the client went away during compaction; it was stopped")
@@ -131,6 +135,6 @@ async def compact(request: Request) -> Response:
             for s in result.steps
         ],
     }
-    response = Response(orjson.dumps(body), media_type="application/json")
+    response = Response(dump_json(body), media_type="application/json")
     response.raw_headers.extend(compacted.response_headers())
     return response

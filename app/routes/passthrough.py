@@ -11,6 +11,38 @@ from ..services import services
 
 router = APIRouter()
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_DOT_SEGMENTS = (".", "..")
+
+
+def _path_problem(raw: str) -> str | None:
+    lowered = raw.lower()
+    # Each of these is read as a path separator, or decoded into one, by some server between the proxy and
+    # the model (a CDN, a gateway, a Java or IIS server): what is forwarded under /v1 would reach another path.
+    if "\\" in raw or "%5c" in lowered:
+        return "backslashes"
+    if "%2f" in lowered:
+        return "encoded slashes (%2F)"
+    if "%25" in lowered:
+        return "double percent-encoding (%25)"
+    for segment in raw.split("/"):
+        # Path parameters: Tomcat and Jetty read "..;x" as "..".
+        name = segment.split(";", 1)[0]
+        try:
+            decoded = unquote(name, errors="strict")
+        except UnicodeDecodeError:  # overlong forms such as %c0%ae, which old servers decode to "."
+            return "percent-encoded bytes that are not UTF-8"
+        if decoded in _DOT_SEGMENTS:
+            return "dot segments"
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
+            return "control characters"
+    return None
+
+
+def check_path(raw: str) -> None:
+    """Raises a 400 invalid_path ApiError for a raw path that anything upstream could read as another path."""
+    problem = _path_problem(raw)
+    if problem is not None:
+        raise ApiError(400, f"The path may not contain {problem}.", code="invalid_path")
 
 
 # Not in /openapi.json: what these paths accept and answer is the upstream's contract, not the proxy's.
@@ -20,8 +52,7 @@ async def passthrough(path: str, request: Request) -> Response:
     # The raw path keeps the client's percent-encoding exactly.
     raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1").split("?", 1)[0]
     rest = raw_path.removeprefix("/v1/")
-    if any(unquote(segment) in (".", "..") for segment in rest.split("/")):
-        raise ApiError(400, "Dot segments are not allowed in the path.", code="invalid_path")
+    check_path(rest)
     svc = services(request)
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     # Streamed, never buffered, yet under the same limit: an oversized body is refused before anything goes

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.errors import ApiError
+from app.jsonbody import parse_chat_body
 from tests.app.conftest import ProxyFactory
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Canned, StandInUpstream
@@ -92,6 +94,45 @@ def test_passthrough_body_within_the_limit_streams_through(small: LoopbackServer
     response = httpx.post(f"{small.url}/v1/embeddings", content=chunked(body))
     assert response.status_code == 200
     assert upstream.last().body == body
+
+
+def nested_body(levels: int, content: str = "hi") -> bytes:
+    """A chat body whose deepest container is `levels` deep, the body itself counting as one."""
+    nested = "[" * (levels - 1) + "]" * (levels - 1)
+    messages = json.dumps([{"role": "user", "content": content}])
+    return f'{{"model": "gpt-4o", "messages": {messages}, "metadata": {nested}}}'.encode()
+
+
+@pytest.mark.parametrize("levels", [65, 300, 1100])
+@pytest.mark.parametrize("content", ["hi", "a\ud800b"], ids=["orjson", "stdlib"])  # a lone surrogate: stdlib only
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/compact"])
+def test_a_body_nested_too_deep_is_a_400_that_says_the_limit(
+    proxy: LoopbackServer, upstream: StandInUpstream, path: str, content: str, levels: int
+) -> None:
+    response = httpx.post(f"{proxy.url}{path}", content=nested_body(levels, content))
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": "The request body nests arrays and objects deeper than this proxy accepts (64 levels; setting "
+        "max_json_depth).",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "too_deep",
+    }
+    assert upstream.received == []
+
+
+def test_a_body_at_the_depth_limit_is_forwarded_as_sent(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    body = nested_body(64)
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", content=body)
+    assert response.status_code == 200
+    assert upstream.last().body == body
+
+
+def test_the_depth_limit_is_the_one_given() -> None:
+    parse_chat_body(nested_body(10), max_depth=10)
+    with pytest.raises(ApiError, match=r"\(10 levels;") as raised:
+        parse_chat_body(nested_body(11), max_depth=10)
+    assert (raised.value.status, raised.value.code) == (400, "too_deep")
 
 
 @pytest.mark.parametrize("value", ['"yes"', '"true"', "1", "0", "[]", "{}"])

@@ -179,7 +179,7 @@ def test_in_proxy_keys_mode_the_summariser_gets_the_upstream_key(
     with start_proxy(**keys) as proxy:
         client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="team-key", max_retries=0)
         client.chat.completions.create(model="gpt-4o", messages=chat(11), extra_headers=NOTES)  # type: ignore[arg-type]
-    with start_proxy(summariser_api_key="sk-notes-only") as proxy:
+    with start_proxy(summariser_api_key="sk-notes-only", allow_unauthenticated=True) as proxy:
         send(proxy, chat(11), {"X-Compaction-Strategies": "notes(budget=280, max_words=100)"})
     assert [c.headers["authorization"] for c in upstream.summariser_calls] == [
         "Bearer sk-upstream",

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 import redis
 
 from app.summariser import INTERNAL_HEADER
@@ -90,6 +91,21 @@ def test_a_sliding_window_breaks_the_prefix_and_metrics_count_it(
     removed = sum(int(h["x-compaction-tokens-before"]) - int(h["x-compaction-tokens-after"]) for h in headers)
     assert removed > 0
     assert samples.get("compaction_proxy_tokens_removed_total") == removed
+
+
+@pytest.mark.parametrize("proxy_keys", [True, False], ids=["proxy keys", "clients' own keys"])
+def test_no_key_learns_what_another_sent_nor_overwrites_it(start_proxy: ProxyFactory, proxy_keys: bool) -> None:
+    keys = ["sk-proxy-k1", "sk-proxy-k2"]
+    opening = f"Be brief. {uuid.uuid4().hex}"
+    edited = conversation(2, opening)
+    edited[2] = assistant("Answer 000: something else.")  # the same opening, then other messages
+    with start_proxy(**({"api_keys": keys} if proxy_keys else {})) as proxy:
+        k1, k2 = (openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0) for key in keys)
+        assert send(k1, conversation(2, opening), NONE)["x-compaction-prefix"] == "new"
+        # Were the state shared, "breaks" (or "extends") would tell k2 that someone sent this opening.
+        assert send(k2, edited, NONE)["x-compaction-prefix"] == "new"
+        assert send(k1, conversation(3, opening), NONE)["x-compaction-prefix"] == "extends"  # k2 left it alone
+        assert send(k2, [*edited, *conversation(3, opening)[-2:]], NONE)["x-compaction-prefix"] == "extends"
 
 
 def test_two_proxy_processes_share_the_state_through_redis(upstream: StandInUpstream, redis_url: str) -> None:

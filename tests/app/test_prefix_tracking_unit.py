@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 import strategies.digests
+from app.auth import Keys
 from app.compaction import Compactor
 from app.lanes import Lanes
 from app.notes_cache import CacheError, MemoryBackend
@@ -132,3 +134,42 @@ def test_compact_sync_hashes_each_message_once_and_tracks_what_it_forwards(monke
     untracked = compactor.compact_sync(raw, compactor.default_chain)
     assert untracked.prefix is None and all(name != b"x-compaction-prefix" for name, _ in untracked.response_headers())
     assert len(backend.calls) == 3  # the untracked request touched nothing
+
+
+def bearer(key: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
+
+
+def test_the_client_scope_is_the_presented_proxy_key_as_a_digest() -> None:
+    keys = Keys(Settings(api_keys=["sk-proxy-k1", "sk-proxy-k2"], upstream_api_key="sk-upstream"))
+    k1, k2 = keys.client_scope(bearer("sk-proxy-k1")), keys.client_scope(bearer("sk-proxy-k2"))
+    assert k1 != k2 and len(k1) == len(k2) == 32
+    assert keys.client_scope([(b"Authorization", b"bearer  sk-proxy-k1 ")]) == k1  # as check() reads it
+    assert keys.client_scope([*bearer("sk-proxy-k1"), (b"x-api-key", b"anything")]) == k1  # only the proxy key
+    for scope in (k1, k2):
+        assert b"sk-proxy" not in scope and "sk-proxy" not in scope.hex()
+        assert scope not in (hashlib.sha256(b"sk-proxy-k1").digest(), hashlib.sha256(b"sk-proxy-k2").digest())
+
+
+def test_without_proxy_keys_the_scope_is_the_clients_own_credential() -> None:
+    keys = Keys(Settings())
+    alice, bob = keys.client_scope(bearer("sk-alice")), keys.client_scope(bearer("sk-bob"))
+    anthropic = keys.client_scope([(b"x-api-key", b"sk-ant-carol")])
+    assert len({alice, bob, anthropic}) == 3
+    assert keys.client_scope(bearer("sk-alice")) == alice
+    assert keys.client_scope([(b"content-type", b"application/json")]) == b""  # anonymous clients share one
+
+
+def test_scoped_conversations_neither_see_nor_overwrite_each_other() -> None:
+    tracker = PrefixTracker(MemoryBackend(60, 100))
+    k1, k2 = Keys(Settings()).client_scope(bearer("sk-k1")), Keys(Settings()).client_scope(bearer("sk-k2"))
+    first, grown = qa_chat(2), qa_chat(3)
+    assert tracker.observe("gpt-4o", first, first, scope=k1) == "new"
+    # The same opening from another key tells it nothing about what k1 sent: a conversation of its own.
+    assert tracker.observe("gpt-4o", first, first, scope=k2) == "new"
+    edited = [*first[:2], assistant("Something else.")]
+    assert tracker.observe("gpt-4o", edited, edited, scope=k2) == "breaks"  # k2's own state, changed
+    assert tracker.observe("gpt-4o", grown, grown, scope=k1) == "extends"  # k2's requests left k1's state alone
+    assert tracker.observe("gpt-4o", grown, grown) == "new"  # nor is an anonymous client k1
+    keys = {conversation_key("gpt-4o", first, scope=s) for s in (b"", k1, k2)}
+    assert len(keys) == 3 and all(key.startswith("prefix:") for key in keys)

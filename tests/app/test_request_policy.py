@@ -55,7 +55,9 @@ def test_each_config_only_parameter_is_refused_from_a_request(
     assert response.status_code == 400 and f"{offender!r}" in response.json()["error"]["message"]
 
 
-def test_the_configuration_may_allow_models_and_parameters(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+def test_the_configuration_may_allow_models_and_parameters(
+    start_proxy: ProxyFactory, upstream: StandInUpstream
+) -> None:
     allowed = {"summariser_models": ["gpt-4o-mini"], "request_parameters": ["notes.prompt"]}
     with start_proxy(**KEYS, **allowed) as proxy:
         ok = compact(proxy.url, 'notes(budget=280,model="gpt-4o-mini",prompt="Codes only, {max_words} words.")')

@@ -124,23 +124,30 @@ def test_cli_serves(tmp_path: Path) -> None:
 
 
 UPSTREAM_SECRET = "sk-upstream-SECRET-0123456789"
+# Either key would be spent by whoever reaches the port: the upstream one on every request, the summariser one
+# on every request that asks for the notes strategy.
+UNGUARDED_KEYS = pytest.mark.parametrize("setting", ["upstream_api_key", "summariser_api_key"])
 
 
-def test_an_upstream_key_without_proxy_keys_stops_create_app() -> None:
+@UNGUARDED_KEYS
+def test_a_key_of_the_proxy_without_proxy_keys_stops_create_app(setting: str) -> None:
     with pytest.raises(ConfigError, match="api_keys") as raised:
-        create_app(Settings(upstream_api_key=UPSTREAM_SECRET))
+        create_app(Settings(**{setting: UPSTREAM_SECRET}))
+    assert f"{setting} is set but api_keys is empty" in str(raised.value)
     assert "anyone who can reach the port" in str(raised.value)
     assert "allow_unauthenticated" in str(raised.value)
     assert UPSTREAM_SECRET not in str(raised.value)
-    create_app(Settings(upstream_api_key=UPSTREAM_SECRET, api_keys=["sk-proxy-1"]))
-    create_app(Settings(upstream_api_key=UPSTREAM_SECRET, allow_unauthenticated=True))
+    create_app(Settings(**{setting: UPSTREAM_SECRET, "api_keys": ["sk-proxy-1"]}))
+    create_app(Settings(**{setting: UPSTREAM_SECRET, "allow_unauthenticated": True}))
 
 
-def test_cli_refuses_to_start_as_an_open_relay() -> None:
-    result = run_cli(env={"COMPACTION_UPSTREAM_API_KEY": UPSTREAM_SECRET})
+@UNGUARDED_KEYS
+def test_cli_refuses_to_start_as_an_open_relay(setting: str) -> None:
+    result = run_cli(env={f"COMPACTION_{setting.upper()}": UPSTREAM_SECRET})
     assert result.returncode != 0
     assert "invalid settings" in result.stderr
-    assert "upstream_api_key is set but api_keys is empty" in result.stderr
+    assert f"{setting} is set but api_keys is empty" in result.stderr
+    assert "allow_unauthenticated" in result.stderr
     assert UPSTREAM_SECRET not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
 

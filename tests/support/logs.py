@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from app.logs import JsonFormatter, configure_logging
+from app.logs import QUIET_LOGGERS, JsonFormatter, configure_logging
 
 # uvicorn's loggers do not propagate to the root logger under uvicorn's default logging config (which
 # LoopbackServer uses), so they get the capturing handler of their own.
@@ -30,7 +30,7 @@ def captured_logs() -> Iterator[list[str]]:
     """The proxy's logging as the CLI configures it at debug level (uvicorn's down to its TRACE level), with
     every line also collected as JSON. Restores the logging configuration afterwards.
     """
-    names = ["", "httpx", *UVICORN]
+    names = ["", *QUIET_LOGGERS, *UVICORN]
     saved = {name: (logging.getLogger(name).level, list(logging.getLogger(name).handlers)) for name in names}
     lines: list[str] = []
     handler = _Lines(lines)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -15,12 +16,16 @@ from tests.support.servers import closed_port
 
 
 class ProxyProcess:
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None
+    ) -> None:
+        """preexec: run in the child before the proxy starts (e.g. to lower a resource limit)."""
         self.port = closed_port()
         self.args = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *args]
         # The tests' own COMPACTION_* variables must not change what the process under test does.
         base = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTION_")}
         self.env = {**base, **(env or {})}
+        self.preexec = preexec
         self.lines: list[str] = []
         self.process: subprocess.Popen[str] | None = None
         self.reader: threading.Thread | None = None
@@ -38,7 +43,7 @@ class ProxyProcess:
     def __enter__(self) -> ProxyProcess:
         # A process group of its own, so stop() can end the workers of `--workers N` along with it.
         self.process = subprocess.Popen(
-            self.args, stderr=subprocess.PIPE, text=True, env=self.env, start_new_session=True
+            self.args, stderr=subprocess.PIPE, text=True, env=self.env, start_new_session=True, preexec_fn=self.preexec
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

@@ -11,10 +11,21 @@ from typing import Any
 
 import uvicorn
 
+from app.server import server_config
+from app.settings import Settings
+
 
 class LoopbackServer:
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", access_log=False)
+    def __init__(self, app: Any, settings: Settings | None = None, **extra: Any) -> None:
+        """settings: serve as the CLI does (app.server.server_config: the proxy's protocol class and client limits);
+        extra overrides uvicorn settings. None: uvicorn's defaults, for the stand-in upstream.
+        """
+        where = dict(host="127.0.0.1", port=0, log_level="warning", lifespan="on", access_log=False)
+        config = (
+            uvicorn.Config(app, **where, **extra)
+            if settings is None
+            else server_config(app, settings, **{**where, **extra})
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
