@@ -108,7 +108,7 @@ def wait_until_up(engine: Engine, container: str, namespace: NetworkNamespace) -
         try:
             status, _, body = request(namespace, "GET", "/healthz")
             return status, body
-        except ConnectionRefusedError:
+        except ConnectionError:  # refused until uvicorn listens
             if engine.inspect(container, "{{.State.Running}}") != "true" or time.monotonic() > deadline:
                 logs = engine.run("logs", container, check=False)
                 pytest.fail(f"the proxy did not come up:\n{logs.stdout}{logs.stderr}")
@@ -155,8 +155,8 @@ def test_the_image_serves_a_chat_completion_as_its_own_user_with_no_network_and_
     assert forwarded.headers["authorization"] == "Bearer sk-test-key"
 
     # The proxy itself (the container's PID 1), seen from the host: real, effective, saved and fs ids.
-    status_lines = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    assert status_lines["Uid"].split() == status_lines["Gid"].split() == ["10001"] * 4
+    fields = dict(line.partition(":")[::2] for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    assert fields["Uid"].split() == fields["Gid"].split() == ["10001"] * 4
     identity = engine.run("exec", container, "id").stdout.strip()
     assert identity.startswith("uid=10001(") and "gid=10001(" in identity, identity
 
@@ -170,9 +170,10 @@ def test_the_image_serves_a_chat_completion_as_its_own_user_with_no_network_and_
     report.append(
         f"docker run --network=none: GET /healthz {healthz_status} {healthz.decode()}; docker health: {health}"
     )
+    before, after = headers["x-compaction-tokens-before"], headers["x-compaction-tokens-after"]
     report.append(
-        f"first chat completion: 200 {content!r}, X-Compaction-Tokens-Before {headers['x-compaction-tokens-before']},"
-        f" -After {headers['x-compaction-tokens-after']} (with no route off the container's loopback)"
+        f"first chat completion (no route off the container's loopback): 200 {content!r},"
+        f" X-Compaction-Tokens-Before/-After {before}/{after}"
     )
     report.append(f"runs as {identity}")
     report.append(f"docker stop --time {GRACE_SECONDS}: exit {exit_code} after {stopped_in:.1f} s")

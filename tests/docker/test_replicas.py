@@ -116,8 +116,8 @@ def test_compose_replicas_behind_nginx_share_their_notes_through_redis(
     assert exit_codes == ["0", "0"]
 
     report.append(
-        f"docker compose --profile replicas up --build --wait lb: {up_seconds:.0f} s (built, replicas healthy);"
-        f" GET /healthz through nginx {healthz.status_code} {healthz.text}"
+        f"docker compose --profile replicas up --build --wait lb: {up_seconds:.0f} s;"
+        f" GET /healthz through nginx: {healthz.status_code} {healthz.text}"
     )
     report.append(
         f"{REQUESTS} notes requests through nginx: served by {len(set(served.values()))} replicas,"
