@@ -29,6 +29,7 @@ def report(request: pytest.FixtureRequest) -> list[str]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     lines = config.stash.get(REPORT, [])
     if lines:
+        terminalreporter.ensure_newline()  # else the first line would follow a blank one
         terminalreporter.section("docker")
         for line in lines:
             terminalreporter.write_line(line)
