@@ -27,10 +27,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     COMPACTION_HOST=0.0.0.0 \
     COMPACTION_PORT=8080
 
-# A fixed numeric id, so `runAsNonRoot` checks (Kubernetes) can verify it without a passwd lookup.
-RUN groupadd --system --gid 10001 proxy \
-    && useradd --system --uid 10001 --gid proxy --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin proxy
+# A fixed numeric id, so `runAsNonRoot` checks (Kubernetes) can verify it without a passwd lookup. Not
+# `proxy`: Debian's base-passwd already has that user and group (id 13) in every Debian-based image.
+RUN groupadd --system --gid 10001 compaction \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin compaction
 
 COPY --from=build /opt/venv /opt/venv
 
