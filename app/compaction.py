@@ -155,7 +155,7 @@ class Compactor:
             # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
             # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
             return await lane.run(
-                lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix, scope), deadline
+                lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix, scope), len(raw), deadline
             )
         except CompactionStopped as exc:
             if exc.reason == "cancelled":

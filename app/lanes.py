@@ -2,8 +2,8 @@
 
 Compacting costs CPU in proportion to the body (strategies/ keeps it near-linear), and runs in worker threads
 to keep the event loop free. A body of at least `large_request_bytes` goes to the large lane, a few threads
-with a bounded queue: past it the request is refused at once (503, Retry-After) rather than held in memory.
-Every other body goes to the small lane, which large requests never occupy. Waiting counts against the
+whose queue is bounded in bytes: past it the request is refused at once (503, Retry-After) rather than held in
+memory. Every other body goes to the small lane, which large requests never occupy. Waiting counts against the
 request's compaction deadline like the work itself.
 """
 
@@ -25,29 +25,36 @@ RETRY_AFTER_SECONDS = 1
 
 
 class Lane:
-    def __init__(self, name: str, threads: int, queue: int | None) -> None:
-        """queue: requests that may wait for a thread; None: no bound."""
+    def __init__(self, name: str, threads: int, queue_bytes: int | None) -> None:
+        """queue_bytes: bytes of bodies that may wait for a thread; None: no bound."""
         self.name = name
         self.threads = threads
-        self.queue = queue
-        self.running = self.waiting = 0
+        self.queue_bytes = queue_bytes
+        self.running = self.waiting = self.waiting_bytes = 0
         self.limiter = anyio.CapacityLimiter(threads)
         # The lane's own limiter bounds its threads: anyio's default one (40 threads, shared by everything
         # that runs in a thread) must not put a second queue in front of them.
         self._thread_tokens = anyio.CapacityLimiter(threads)  # as many as the lane: never makes anyone wait
 
-    @property
-    def full(self) -> bool:
-        return self.queue is not None and self.waiting >= self.queue and self.running >= self.threads
+    def full(self, size: int = 1) -> bool:
+        """Whether a body of `size` bytes would have to wait past the queue's bound."""
+        busy = self.running + self.waiting >= self.threads
+        return self.queue_bytes is not None and busy and self.waiting_bytes + size > self.queue_bytes
 
     def stats(self) -> dict[str, int | None]:
-        return {"threads": self.threads, "running": self.running, "waiting": self.waiting, "queue": self.queue}
+        return {
+            "threads": self.threads,
+            "running": self.running,
+            "waiting": self.waiting,
+            "waiting_bytes": self.waiting_bytes,
+            "queue_bytes": self.queue_bytes,
+        }
 
-    async def run(self, work: Callable[[], T], deadline: Deadline) -> T:
-        """work() in one of the lane's threads. Raises a 503 ApiError when the queue is full, and
-        CompactionStopped("deadline") when the deadline passes before a thread is free.
+    async def run(self, work: Callable[[], T], size: int, deadline: Deadline) -> T:
+        """work() in one of the lane's threads, for a body of `size` bytes. Raises a 503 ApiError when the queue
+        is full, and CompactionStopped("deadline") when the deadline passes before a thread is free.
         """
-        if self.full:
+        if self.full(size):
             raise ApiError(
                 503,
                 f"The proxy is compacting as many large requests as it is configured to ({self.name} lane full); "
@@ -57,6 +64,7 @@ class Lane:
                 headers={"retry-after": str(RETRY_AFTER_SECONDS)},
             )
         self.waiting += 1
+        self.waiting_bytes += size
         waited = False
         try:
             remaining = deadline.remaining()
@@ -65,6 +73,7 @@ class Lane:
                 waited = True
         finally:
             self.waiting -= 1
+            self.waiting_bytes -= size
         if not waited:
             raise CompactionStopped("deadline")
         self.running += 1
@@ -81,14 +90,15 @@ class Lanes:
     def __init__(self, settings: Settings) -> None:
         self.large_bytes = settings.large_request_bytes
         self.small = Lane("small", settings.compaction_threads, None)
-        self.large = Lane("large", settings.large_compaction_threads, settings.large_compaction_queue)
+        self.large = Lane("large", settings.large_compaction_threads, settings.large_compaction_queue_bytes)
 
     def for_body(self, size: int) -> Lane:
         return self.large if size >= self.large_bytes else self.small
 
     @property
     def saturated(self) -> bool:
-        return self.large.full
+        """A large request arriving now would be refused."""
+        return self.large.full(self.large_bytes)
 
     def stats(self) -> dict[str, dict[str, int | None]]:
         return {"small": self.small.stats(), "large": self.large.stats()}

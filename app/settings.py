@@ -129,8 +129,11 @@ class Settings(BaseSettings):
         "the small ones.",
     )
     large_compaction_threads: int = Field(2, ge=1, description="Large requests compacted at once.")
-    large_compaction_queue: int = Field(
-        16, ge=0, description="Large requests that may wait for a thread; more are answered 503 with Retry-After."
+    large_compaction_queue_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of large request bodies that may wait for a thread; a large request past them is "
+        "answered 503 with Retry-After instead of being held in memory.",
     )
     request_parameters: list[str] = Field(
         default_factory=list,

@@ -34,8 +34,9 @@ async def readyz(request: Request) -> dict[str, Any]:
         large = lanes.large
         raise ApiError(
             503,
-            f"The large-request lane is full: {large.running} compacting, {large.waiting} waiting "
-            f"(large_compaction_threads {large.threads}, large_compaction_queue {large.queue}).",
+            f"The large-request lane is full: {large.running} compacting, {large.waiting} waiting with "
+            f"{large.waiting_bytes} bytes (large_compaction_threads {large.threads}, "
+            f"large_compaction_queue_bytes {large.queue_bytes}).",
             type="server_error",
             code="saturated",
         )

@@ -144,6 +144,8 @@ def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI
         ("shorten_tools(bogus=1)", "unknown_parameter", "min_gain, full_tool_calls, full_tool_outputs"),
         ("prune_tool_outputs(max_chars=-5)", "invalid_parameter", "max_chars"),
         ("shorten_tools(full_tool_outputs=3", "invalid_strategy_header", "missing ')'"),
+        # Issue 11: recursion in the JSON parser used to make this a plain-text 500.
+        ("fit(total=" + "[" * 2000 + "]" * 2000 + ")", "invalid_strategy_header", "nested more than 8 deep"),
     ],
 )
 def test_bad_strategy_header_is_a_400_and_nothing_is_sent(

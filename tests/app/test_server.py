@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -61,7 +62,13 @@ def test_readyz_is_200_once_started(proxy: LoopbackServer) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ready"
-    assert body["compaction"]["large"] == {"threads": 2, "running": 0, "waiting": 0, "queue": 16}
+    assert body["compaction"]["large"] == {
+        "threads": 2,
+        "running": 0,
+        "waiting": 0,
+        "waiting_bytes": 0,
+        "queue_bytes": 256 * 1024 * 1024,
+    }
 
 
 def test_readyz_is_503_once_shutdown_began(start_proxy: ProxyFactory) -> None:
@@ -74,3 +81,29 @@ def test_readyz_is_503_once_shutdown_began(start_proxy: ProxyFactory) -> None:
     assert response.json() == {
         "error": {"message": "The proxy is shutting down.", "type": "server_error", "param": None, "code": "not_ready"}
     }
+
+
+def test_a_stop_signal_during_a_compaction_ends_it_within_the_grace_period(upstream: StandInUpstream) -> None:
+    upstream.summariser_gate.clear()  # the summariser never answers: the compaction waits on its call
+    messages = [{"role": "user", "content": f"question {i}"} for i in range(40)]
+    env = {"COMPACTION_SHUTDOWN_GRACE_SECONDS": "1"}
+    with ProxyProcess("--upstream", f"{upstream.url}/v1", env=env) as proxy, ThreadPoolExecutor(1) as pool:  # type: ignore[attr-defined]
+        pending = pool.submit(
+            httpx.post,
+            f"{proxy.url}/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": messages},
+            headers={"X-Compaction-Strategies": "notes(budget=50,prepare_at=1)", "Authorization": "Bearer sk-c"},
+            timeout=60,
+        )
+        deadline = time.monotonic() + 15  # hang guard
+        while not upstream.summariser_calls:
+            assert time.monotonic() < deadline and not pending.done()
+            time.sleep(0.02)
+        started = time.monotonic()
+        proxy.terminate()
+        assert proxy.wait(timeout=20) == 0
+        took = time.monotonic() - started
+        upstream.summariser_gate.set()
+    # The grace period and the process's own exit; before, the compaction kept it for the summariser's 60 s.
+    assert took < 1 + 6
+    assert upstream.received == []  # nothing was forwarded for the cut request

@@ -56,6 +56,9 @@ def test_whitespace_around_names_keys_and_values_is_ignored() -> None:
         ("s(a=1)t", "text after the closing parenthesis of 's'"),
         ("9lives", "invalid strategy name '9lives'"),
         ("shorten-tools", "invalid strategy name 'shorten-tools'"),
+        ("fit(total=" + "[" * 10_000 + "]" * 10_000 + ")", "longer than 4096 characters"),
+        ("fit(total=" + "[" * 9 + "]" * 9 + ")", "nested more than 8 deep"),
+        (",".join(["none"] * 17), "17 steps; a chain has at most 16"),
     ],
 )
 def test_errors_say_what_is_wrong(text: str, message: str) -> None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from strategies import Context, Registry, StrategyError, TokenCounter
 from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
-from strategies.trim_bulky import TrimBulky, TrimBulkyParams
+from strategies.trim_bulky import REQUEST_TIMEOUT_SECONDS, SEARCH_TIMEOUT_SECONDS, TrimBulky, TrimBulkyParams
 from tests.factories import assistant, call, parts, result, system, user
 from tests.strategies.generators import conversations
 
@@ -141,3 +141,14 @@ def test_a_catastrophic_pattern_cannot_hold_the_worker(ctx: Context) -> None:
     assert out[:2] == messages[:2]
     assert out[2]["content"] == "[Search results (1 options) shown to the user; omitted]"
     assert ctx.details["pattern_timeouts"] == 1
+
+
+def test_the_searches_of_one_request_stop_once_they_took_the_request_time_limit(ctx: Context) -> None:
+    # Every search of this pattern on these lines times out: only a few run before the request's limit.
+    messages: list[Message] = [user("go")]
+    for _ in range(600):
+        messages += [assistant("a" * 25 + "!"), user("more")]
+    out = TrimBulky(TrimBulkyParams(patterns=("^(a|a)+$",), keep_last=0)).apply(messages, ctx)
+    assert out == messages
+    assert ctx.details["search_time_exhausted"] is True
+    assert 1 <= ctx.details["pattern_timeouts"] <= REQUEST_TIMEOUT_SECONDS / SEARCH_TIMEOUT_SECONDS + 1
