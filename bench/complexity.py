@@ -38,7 +38,7 @@ from strategies import Chain, Encodings, Memo, ModelTable, Registry, TokenCounte
 from strategies.notes_io import SUMMARISER_LIMIT, NotesUnavailable
 
 from .docs_block import replace_block
-from .notes import StandInSummariser
+from .notes import CountingCache, StandInSummariser
 
 Message = dict[str, Any]
 BEGIN, END = "<!-- bench.complexity: begin -->", "<!-- bench.complexity: end -->"
@@ -109,24 +109,6 @@ CASES = [
 ]
 
 
-class InstantNotes:
-    """A notes cache over a dict and no work ahead of need: the summariser's answers cost no time here."""
-
-    def __init__(self) -> None:
-        self.notes: dict[str, str] = {}
-
-    def get(self, key: str) -> str | None:
-        return self.notes.get(key)
-
-    def fold(self, key: str, make: Callable[[], str]) -> str:
-        if key not in self.notes:
-            self.notes[key] = make()
-        return self.notes[key]
-
-    def fold_ahead(self, key: str, job: Callable[[], None]) -> bool:
-        return False
-
-
 class CappedSummariser(StandInSummariser):
     """The benchmark's stand-in summariser with the proxy's per-request call limit."""
 
@@ -160,7 +142,7 @@ def time_once(case: Case, shape: str, size: int, settings: Settings, encodings: 
     # Cold: a fresh token cache and memo, as for an attacker's fresh conversation (the tokenizer stays loaded).
     c = compactor(settings, encodings)
     chain: Chain = c.chain_for(case.chain)
-    notes = NotesTools(CappedSummariser(settings.summariser_max_calls), InstantNotes()) if case.notes else None
+    notes = NotesTools(CappedSummariser(settings.summariser_max_calls), CountingCache()) if case.notes else None
     started = time.perf_counter()
     c.compact_sync(body, chain, trace=True, notes=notes)
     return time.perf_counter() - started
