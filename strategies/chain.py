@@ -1,4 +1,6 @@
-"""Run a chain of strategies over a request's messages, measuring each step."""
+"""Run a chain of strategies over a request's messages, measuring each step; a step that cannot do its work
+(strategies.unavailable) is replaced by its fallback chain, whose steps are measured like the others.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Context, Message, Strategy
+from .base import Strategy
 from .chain_syntax import format_chain, parse_chain
+from .context import Context
+from .messages import Message
 from .registry import Registry
+from .unavailable import Unavailable
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class ChainResult:
     tokens_before: int
     tokens_after: int
     steps: list[StepStats] = field(default_factory=list)
-    # Set when a step could not do its work and ran a fallback instead (it reports `fallback=reason`).
+    # Set when a step could not do its work and its fallback chain ran instead: the step's reason.
     fallback: str | None = None
 
 
@@ -35,6 +40,8 @@ class ChainResult:
 class Chain:
     steps: tuple[Strategy[Any], ...]
     spec: str  # the chain as it ran, with the parameters the request set
+    # Per step, the chain run when it raises Unavailable; None: the step has none.
+    fallbacks: tuple[Chain | None, ...] = ()
 
     @classmethod
     def parse(cls, text: str, registry: Registry, configured: Mapping[str, Mapping[str, Any]] | None = None) -> Chain:
@@ -42,7 +49,18 @@ class Chain:
         specs = parse_chain(text)
         configured = configured or {}
         steps = tuple(registry.build(s, configured.get(s.name)) for s in specs)
-        return cls(steps, format_chain(specs))
+        fallbacks = tuple(
+            cls.parse(fallback, registry, configured) if (fallback := step.fallback()) is not None else None
+            for step in steps
+        )
+        return cls(steps, format_chain(specs), fallbacks)
+
+    @property
+    def uses_summariser(self) -> bool:
+        """Whether a step, or a fallback, needs the Context's summariser and notes cache."""
+        return any(step.uses_summariser for step in self.steps) or any(
+            fallback.uses_summariser for fallback in self.fallbacks if fallback is not None
+        )
 
     def run(self, messages: list[Message], ctx: Context, *, trace: bool = False) -> ChainResult:
         """Apply every step in order. With trace, count tokens after each step for the stats."""
@@ -51,19 +69,33 @@ class Chain:
         steps: list[StepStats] = []
         tokens = tokens_before
         fallback: str | None = None
-        for step in self.steps:
+        for step, step_fallback in zip(self.steps, self.fallbacks or [None] * len(self.steps), strict=True):
             ctx.checkpoint()
-            ctx.details.clear()
             started = time.perf_counter()
-            current = step.apply(current, ctx)
-            ms = (time.perf_counter() - started) * 1000
-            reason = ctx.details.get("fallback")
-            if isinstance(reason, str):
-                fallback = reason
+            try:
+                applied = step.apply(current, ctx)
+                current, details = applied.messages, dict(applied.details)
+            except Unavailable as exc:
+                if step_fallback is None:
+                    raise
+                fallback = exc.reason
+                details = {**exc.details, "fallback": exc.reason, "fallback_detail": exc.detail}
+                details["fallback_chain"] = step_fallback.spec
+                instead = step_fallback.run(current, ctx, trace=trace)
+                current = instead.messages
+                if trace:  # the step itself, then each step of its fallback chain, as they ran
+                    steps.append(StepStats(step.name, tokens, tokens, _ms(started), details))
+                    steps.extend(instead.steps)
+                    tokens = instead.tokens_after
+                continue
             if trace:
                 after = ctx.count_request(current)
-                steps.append(StepStats(step.name, tokens, after, round(ms, 3), dict(ctx.details)))
+                steps.append(StepStats(step.name, tokens, after, _ms(started), details))
                 tokens = after
         if not trace and current is not messages:
             tokens = ctx.count_request(current)
         return ChainResult(current, tokens_before, tokens, steps, fallback)
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,22 +1,32 @@
 """Anthropic's clear_tool_uses context edit on any upstream: past a token trigger, old tool results become
-placeholders. What to clear is decided by replaying the conversation, so nothing is stored between requests
-and the requests of a growing conversation share their compacted prefix until the next clearing.
+placeholders. What to clear is decided by walking the conversation from its start, so nothing is stored between
+requests and the requests of a growing conversation share their compacted prefix until the next clearing.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message
-from .content import short_hash, text_of, with_text
-from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
-from .tool_pairs import ToolPair, call_arguments, call_name, find_pairs, with_arguments
+from .base import Applied, Params, Strategy
+from .context import Context
+from .conversation import (
+    ToolPair,
+    call_arguments,
+    call_name,
+    find_pairs,
+    is_assistant,
+    message_text,
+    with_arguments,
+    with_message_text,
+)
+from .markers import cleared
+from .messages import Message
 
 # The smallest valid JSON object: OpenAI expects the arguments to parse as one.
 ARGUMENTS_STUB = "{}"
 
 
-class ClearToolUsesParams(BreakEvenParams):
+class ClearToolUsesParams(Params):
     trigger: int = Field(
         100_000, ge=0, description="Prompt tokens (messages plus tool definitions) above which clearing starts."
     )
@@ -29,22 +39,10 @@ class ClearToolUsesParams(BreakEvenParams):
         False,
         description="Also replace the arguments of cleared calls by {}: true for every tool, or a list of tool names.",
     )
-    # The replay below clears in jumps already (all pending uses at once, when the trigger is passed again);
-    # epochs on top only delay them, at a price (docs/benchmarks.md, epochs table).
-    epoch: int | None = epoch_field(0, "tool_calls")
-    min_gain: float = min_gain_field(0.0)
 
 
-def placeholder(name: str, result: str, arguments: str | None) -> str:
-    """What the model reads instead of a cleared result: the tool, and the size and hash of what went."""
-    text = f"[cleared: result of tool {name or '?'}, {len(result)} chars, sha256 {short_hash(result)}"
-    if arguments is not None:
-        text += f"; arguments {len(arguments)} chars, sha256 {short_hash(arguments)}"
-    return text + "]"
-
-
-class _Replay:
-    """The clearing decisions of every earlier request of this conversation, remade in one pass.
+class _Clearing:
+    """The clearing decisions of every earlier request of this conversation, remade in one walk.
 
     Tool uses leave the keep window one by one as newer results arrive; an eligible one that would save
     tokens joins `pending` with its gain. At each checkpoint (after a tool result, before an assistant
@@ -87,7 +85,7 @@ class _Replay:
                 while leaving <= n - p.keep:
                     self._consider(pairs[leaving])
                     leaving += 1
-            elif index < last and self.messages[index + 1].get("role") != "assistant":
+            elif index < last and not is_assistant(self.messages[index + 1]):
                 continue  # no request ended here
             if total > p.trigger and self.pending and self.pending_gain >= p.clear_at_least:
                 total -= self._clear()
@@ -107,8 +105,7 @@ class _Replay:
         if not (self._clears_inputs(name) and arguments is not None and len(arguments) > len(ARGUMENTS_STUB)):
             arguments = None
         result = self.messages[pair.result_index]
-        content = result.get("content")
-        new_result = {**result, "content": with_text(content, placeholder(name, text_of(content), arguments))}
+        new_result = with_message_text(result, cleared(name, message_text(result), arguments))
         gain = count(result) - count(new_result)
         if arguments is None:
             if gain > 0:
@@ -142,22 +139,21 @@ class _Replay:
         return gained
 
 
-class ClearToolUses(EpochStrategy[ClearToolUsesParams]):
+class ClearToolUses(Strategy[ClearToolUsesParams]):
     """Once the prompt passes `trigger` tokens, the oldest tool results (all but the newest `keep` tool
     uses, and none of `exclude_tools`) become a placeholder naming the tool with the result's size and
     hash; the message keeps its role and tool_call_id. With clear_tool_inputs the call's arguments become
     `{}` (id and name kept). Decided oldest first, at every tool result and every earlier request, as if
     each had been compacted the same way, so the cleared set only grows, in steps of at least
-    clear_at_least tokens, and requests in between share their compacted prefix. Epochs and the min_gain rule
-    (strategies.epochs) can be added on top.
+    clear_at_least tokens, and requests in between share their compacted prefix: it clears in jumps of its
+    own and needs no epochs.
     """
 
     name = "clear_tool_uses"
     params_model = ClearToolUsesParams
     summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
-        replay = _Replay(messages, ctx, self.params)
-        out = replay.run()
-        ctx.report(cleared_tool_uses=replay.cleared, cleared_tokens=replay.cleared_tokens)
-        return out
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
+        clearing = _Clearing(messages, ctx, self.params)
+        out = clearing.run()
+        return Applied(out, {"cleared_tool_uses": clearing.cleared, "cleared_tokens": clearing.cleared_tokens})

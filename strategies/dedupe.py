@@ -12,18 +12,17 @@ from collections import Counter
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
-from .content import short_hash, text_of, with_text
+from .base import Applied, Params, Strategy
+from .context import Context
+from .conversation import message_text, result_id, with_message_text
+from .markers import same_as
+from .messages import Message
 
 
 class DedupeParams(Params):
     min_chars: int = Field(
         200, ge=0, description="Tool results shorter than this many characters are never replaced by a pointer."
     )
-
-
-def pointer(call_id: str, text: str) -> str:
-    return f"[same output as tool call {call_id} above: {len(text)} chars, sha256 {short_hash(text)}]"
 
 
 class Dedupe(Strategy[DedupeParams]):
@@ -38,17 +37,18 @@ class Dedupe(Strategy[DedupeParams]):
     params_model = DedupeParams
     summary = "Replace a tool result identical to an earlier one by a pointer to the first copy's call id."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         out = list(messages)
         first: dict[str, str] = {}  # text -> call id of its first copy
         answered: Counter[str] = Counter()  # call id -> tool results so far that answer it
+        pointers = 0
         for index, message in enumerate(messages):
-            call_id = message.get("tool_call_id")
-            if message.get("role") != "tool" or not isinstance(call_id, str):
+            call_id = result_id(message)
+            if call_id is None:
                 continue
             answered[call_id] += 1
             ctx.checkpoint()
-            text = text_of(message.get("content"))
+            text = message_text(message)
             if len(text) < self.params.min_chars:
                 continue
             if text not in first:
@@ -57,7 +57,8 @@ class Dedupe(Strategy[DedupeParams]):
             original = first[text]
             if answered[original] != 1:  # also when this duplicate answers the same id
                 continue
-            short = pointer(original, text)
+            short = same_as(original, text)
             if len(short) < len(text):
-                out[index] = {**message, "content": with_text(message.get("content"), short)}
-        return out
+                out[index] = with_message_text(message, short)
+                pointers += 1
+        return Applied(out, {"pointers": pointers})

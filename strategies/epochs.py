@@ -8,9 +8,9 @@ extends the one before byte for byte.
 
 Stateless: the jump points of a conversation are found by replaying it, request end by request end (every
 position where the next message is the model's), so each request of a conversation finds the same ones. At a
-request end the replay considers a jump when the part past the last jump point has grown by `epoch` (tool
-calls or tokens, per strategy), or must jump when the request without one would pass the strategy's limit
-(for most, the model's context window less the output reserve).
+request end the replay (strategies.replay) considers a jump when the part past the last jump point has grown by
+`epoch` tool calls, or must jump when the request without one would pass the strategy's limit (by default the
+model's context window less the output reserve).
 
 The break-even rule (`min_gain`). Let the request without the jump have S tokens after the first message the
 jump changes, and let the jump remove R tokens. Prices relative to uncached input: w for a token written to
@@ -27,11 +27,14 @@ OpenAI's. A jump that changes nothing (the rule leaves the new messages as they 
 breaks nothing, and starts the next epoch.
 
 Limits. fit and middle_out exist to keep a request under a limit, so no jump of theirs is optional: they jump
-only when the request would pass it (and have no min_gain), and their cut then leaves one epoch of room below
-the limit, so the next jump comes an epoch of growth later at the earliest. Every other strategy with epochs,
-when the request would pass its limit between two of its epochs, cuts like fit: the oldest whole units of what
-it sends go until half the limit is free. So a request with epochs is never forwarded over the limit while its
-pinned messages fit.
+only when the request would pass it (and have no epoch or min_gain), and their cut then leaves `room` tokens
+free below the limit, so the next jump comes that much growth later at the earliest. shorten_tools, when the
+request would pass its limit between two of its epochs, cuts like fit: the oldest whole units of what it sends
+go until half the limit is free. So a request is never forwarded over the limit while its pinned messages fit.
+
+The other strategies that could move a boundary already move it in steps of their own, which the benchmark
+shows pay for the cache: window and notes cut to `low_water` of their budget, clear_tool_uses clears all it
+may at once past its trigger, prune_tool_outputs cuts each result once, on arrival. They have no epochs.
 
 Work per request (a request is untrusted input). A cut is priced on a layout of the request built once
 (strategies.layout), in time proportional to what it keeps; cuts leave room, so there are at most about
@@ -43,38 +46,39 @@ every epoch; in one of 1,000 messages, a jump waits at least 125 messages.
 With a Memo on the Context (the proxy has one), the replay remembers its state at the end of each request it
 has seen, under the digest of the conversation so far, so the next request of the conversation costs the rule
 once to rebuild its base and once more at most for a jump; without one it replays from the start.
+
+The vocabulary, the same for every strategy: a *jump* is a request end where the compacted prefix changes;
+`epoch` (tool calls) and `min_gain` decide the optional ones, the *limit* forces one, and `room` is what a
+forced cut leaves free below the limit.
 """
 
 from __future__ import annotations
 
-import hashlib
 from abc import abstractmethod
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
+from .base import Applied, Params, Strategy
 from .budget import default_total
-from .digests import prefix_digests
-from .layout import Cut, Layout, Prefix, fit_cut
-from .tool_pairs import tool_calls_of
+from .context import Context
+from .layout import Cut, Prefix, fit_cut
+from .messages import Message
+from .replay import GEOMETRIC, Replay, answered_at, request_ends
 
-Unit = Literal["tool_calls", "tokens"]
+__all__ = ["GEOMETRIC", "EpochStrategy", "answered_at", "request_ends"]
 
 # Anthropic's prices with 20 requests to the next jump (see the module docstring).
 DEFAULT_MIN_GAIN = 0.35
 DEFAULT_EPOCH_CALLS = 20
-# The rule is evaluated again only after the conversation grew by 1/GEOMETRIC of its messages.
-GEOMETRIC = 8
 
 
-def epoch_field(default: int | None, unit: Unit, default_text: str = "") -> Any:
-    what = "tool calls" if unit == "tool_calls" else "tokens"
+def epoch_field(default: int = DEFAULT_EPOCH_CALLS) -> Any:
     return Field(
         default,
         ge=0,
-        description=f"The boundary is recomputed only after the conversation past it has grown by this many {what}"
-        f"{default_text} (0: on every request).",
+        description="Tool calls by which the conversation past the boundary must grow before the boundary is "
+        "recomputed (0: on every request).",
     )
 
 
@@ -88,32 +92,29 @@ def min_gain_field(default: float = DEFAULT_MIN_GAIN) -> Any:
     )
 
 
-class EpochParams(Params):
-    """Parameters of a strategy with epochs; subclasses redeclare the field with their own default."""
-
-    epoch: int | None = epoch_field(DEFAULT_EPOCH_CALLS, "tool_calls")
-
-
-class BreakEvenParams(EpochParams):
-    """Parameters of a strategy whose jumps are optional, and so weighed by the break-even rule."""
-
-    min_gain: float = min_gain_field()
+def room_field(limit: str) -> Any:
+    return Field(
+        None,
+        ge=0,
+        description=f"Tokens a cut leaves free below {limit} (at most half of it; default: half): the cut is "
+        f"recomputed only when the request would pass {limit}, so at most once per this many tokens of growth "
+        f"(0: on every request over {limit}).",
+    )
 
 
-EP = TypeVar("EP", bound=EpochParams)
+P = TypeVar("P", bound=Params)
 
 
-class EpochStrategy(Strategy[EP]):
-    """A strategy whose boundary moves in epochs. Subclasses implement `compact`, the rule without epochs;
-    strategies that only keep a request under a limit (jumps_at_limit_only) implement `cut` instead.
+class EpochStrategy(Strategy[P]):
+    """A strategy whose boundary moves in jumps. Subclasses implement `compact`, the rule without epochs, and
+    say when jumps may come (epoch_calls, min_gain) or, for those that only keep a request under a limit
+    (jumps_at_limit_only), implement `cut` and give the room it leaves.
     """
 
-    epoch_unit: ClassVar[Unit] = "tool_calls"
-    # fit and middle_out: jumps only when the request would pass the limit, each leaving an epoch of room.
     jumps_at_limit_only: ClassVar[bool] = False
 
     @abstractmethod
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def compact(self, messages: list[Message], ctx: Context) -> Applied:
         """The strategy's rule applied to these messages as if they were the whole request."""
 
     def cut(self, prefix: Prefix, floor: int, room: int, ctx: Context) -> Cut:
@@ -122,225 +123,36 @@ class EpochStrategy(Strategy[EP]):
         """
         return fit_cut(prefix, max(0, self.limit(ctx) - room), floor)
 
-    def room(self, ctx: Context) -> int:
-        """Tokens a cut leaves free below the limit, for the growth until the next one."""
-        return self.limit(ctx) // 2
+    def cut_details(self, prefix: Prefix, cut: Cut, ctx: Context) -> dict[str, Any]:
+        """What a cut of this strategy's reports for the stats."""
+        return {}
 
     def limit(self, ctx: Context) -> int:
         """Prompt tokens past which the request must jump whatever the epoch and min_gain say."""
         return default_total(ctx)
 
-    def epoch_size(self, ctx: Context) -> int:
-        return self.params.epoch or 0
+    def room(self, ctx: Context) -> int:
+        """Tokens a cut leaves free below the limit, for the growth until the next one."""
+        return self.limit(ctx) // 2
+
+    def epoch_calls(self) -> int:
+        """Tool calls of growth after which an optional jump is considered (0: on every request)."""
+        return 0
+
+    def min_gain(self) -> float:
+        """The break-even rule's ratio for optional jumps (0: every jump that changes something)."""
+        return 0.0
 
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
         return tokens > self.limit(ctx)
 
-    def min_gain(self) -> float:
-        value = getattr(self.params, "min_gain", 0.0)
-        return float(value)
+    def recomputed_every_request(self, ctx: Context) -> bool:
+        """Whether the boundary moves with every request: the rule alone, no replay."""
+        if self.jumps_at_limit_only:
+            return self.room(ctx) == 0
+        return self.epoch_calls() == 0 and self.min_gain() == 0
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
-        size = self.epoch_size(ctx)
-        if size == 0 and self.min_gain() == 0:
-            return self.compact(messages, ctx)  # a boundary recomputed on every request: the rule alone
-        return _Replay(self, messages, ctx, size).run()
-
-
-def answered_at(messages: list[Message]) -> list[int]:
-    """Where the model answered (every assistant message after the first message): the lengths of the
-    requests a client sent before this one.
-    """
-    return [c for c in range(1, len(messages)) if messages[c].get("role") == "assistant"]
-
-
-def request_ends(messages: list[Message]) -> list[int]:
-    """Lengths of the requests of this conversation so far: each position where the model answered, and now."""
-    return [*answered_at(messages), len(messages)] if messages else []
-
-
-class _Base:
-    """The compacted request at the last jump point `at`: the rule's output at its last jump `rule_end`
-    (none: 0), then the messages since, without the units the last cut dropped.
-    """
-
-    def __init__(self, messages: list[Message], rule_out: list[Message], rule_end: int, ctx: Context) -> None:
-        self.messages = messages
-        self.rule_out = rule_out
-        self.rule_end = rule_end
-        self.ctx = ctx
-        self._layout: Layout | None = None
-
-    @property
-    def layout(self) -> Layout:
-        """The units of the rule's output plus every message after it, built when a cut first needs them."""
-        if self._layout is None:
-            source = self.rule_out + self.messages[self.rule_end :] if self.rule_end else self.messages
-            self._layout = Layout.of(source, self.ctx)
-        return self._layout
-
-    def prefix(self, end: int) -> Prefix:
-        """The layout's prefix holding the request up to the message index `end`."""
-        return self.layout.prefix(len(self.rule_out) + end - self.rule_end)
-
-    def messages_at(self, at: int, cut: Cut | None) -> list[Message]:
-        if cut is None:
-            return self.rule_out + self.messages[self.rule_end : at]
-        return self.prefix(at).gather(cut.lo, cut.hi)
-
-
-class _Replay:
-    def __init__(self, strategy: EpochStrategy[Any], messages: list[Message], ctx: Context, size: int) -> None:
-        self.strategy = strategy
-        self.messages = messages
-        self.ctx = ctx
-        self.size = size
-        tokens = [0]
-        calls = [0]
-        for message in messages:
-            ctx.checkpoint()
-            tokens.append(tokens[-1] + ctx.count_message(message))
-            calls.append(calls[-1] + (len(tool_calls_of(message)) if message.get("role") == "assistant" else 0))
-        self.tokens_upto = tokens  # tokens of messages[:i]
-        self.growth_upto = tokens if strategy.epoch_unit == "tokens" else calls
-        self.overhead = ctx.count_request([])
-        self.room = min(strategy.room(ctx), size) if strategy.jumps_at_limit_only else strategy.room(ctx)
-        self.jumps = self.evaluated = self.cuts = 0
-        self.details: dict[str, Any] = {}
-        # The state, also what the memo keeps: the last jump point, the rule's last jump, the last cut's range
-        # and the last position the rule was evaluated at.
-        self.at = self.rule_end = self.last_eval = 0
-        self.cut: Cut | None = None
-        self.base = _Base(messages, [], 0, ctx)
-        self.base_tokens, self.base_count = self.overhead, 0
-
-    def run(self) -> list[Message]:
-        ends = request_ends(self.messages)
-        keys = self._keys()
-        memo = self.ctx.memo
-        start = 0
-        if memo is not None and keys:
-            for position in range(len(ends) - 1, -1, -1):
-                found = memo.get(keys[ends[position] - 1])
-                if found is not None:
-                    start = position + 1
-                    self._restore(found)
-                    break
-        for end in ends[start:]:
-            self.ctx.checkpoint()
-            self._step(end)
-        if memo is not None and keys:
-            memo.put(keys[-1], self._state())
-        self.ctx.details.clear()
-        self.ctx.report(
-            **self.details,
-            epoch_boundary=self.at,
-            epoch_tail=len(self.messages) - self.at,
-            jumps=self.jumps,
-            evaluated=self.evaluated,
-            limit_cuts=self.cuts,
-        )
-        return self.base.messages_at(self.at, self.cut) + self.messages[self.at :]
-
-    def _state(self) -> str:
-        lo, hi = (self.cut.lo, self.cut.hi) if self.cut is not None else (-1, -1)
-        return f"{self.at},{self.rule_end},{self.last_eval},{lo},{hi}"
-
-    def _restore(self, state: str) -> None:
-        at, rule_end, last_eval, lo, hi = (int(part) for part in state.split(","))
-        self.at, self.last_eval = at, last_eval
-        if rule_end:
-            self._set_rule(rule_end, self._rule(rule_end))
-        if lo >= 0:
-            self.cut = self.base.prefix(at).kept(lo, hi)
-            self.base_tokens, self.base_count = self.cut.tokens, self.cut.count
-        else:
-            self.cut = None
-            staying = self.base.messages_at(at, None)
-            self.base_tokens, self.base_count = self._count(staying), len(staying)
-
-    def _keys(self) -> list[bytes]:
-        """The memo key of each prefix: its digest, scoped by what else the rule depends on."""
-        ctx = self.ctx
-        scope = repr(
-            (
-                "epochs-v2",
-                self.strategy.name,
-                self.strategy.params.model_dump_json(),
-                ctx.model,
-                ctx.limits,
-                ctx.output_reserve(),
-                self.overhead,
-            )
-        ).encode()
-        return prefix_digests((ctx.digest(m) for m in self.messages), hashlib.blake2b(scope).digest())
-
-    def _rule(self, end: int) -> list[Message]:
-        """The rule over the first `end` messages; what it reported is kept for the stats."""
-        self.ctx.details.clear()
-        out = self.strategy.compact(self.messages[:end], self.ctx)
-        self.details = dict(self.ctx.details)
-        return out
-
-    def _set_rule(self, end: int, out: list[Message]) -> None:
-        self.rule_end = end
-        self.base = _Base(self.messages, out, end, self.ctx)
-
-    def _count(self, messages: list[Message]) -> int:
-        return self.overhead + sum(self.ctx.count_message(m) for m in messages)
-
-    def _grown(self, since: int, end: int) -> int:
-        return self.growth_upto[end] - self.growth_upto[since]
-
-    def _step(self, end: int) -> None:
-        strategy, ctx = self.strategy, self.ctx
-        staying_tokens = self.base_tokens + self.tokens_upto[end] - self.tokens_upto[self.at]
-        staying_count = self.base_count + end - self.at
-        forced = strategy.over_limit(staying_tokens, staying_count, ctx)
-        due = (
-            not strategy.jumps_at_limit_only
-            and self._grown(max(self.at, self.last_eval), end) >= self.size
-            and end - self.last_eval >= end // GEOMETRIC
-        )
-        if due:
-            self.last_eval = end
-            self.evaluated += 1
-            jumped = self._rule(end)
-            staying = self.base.messages_at(self.at, self.cut) + self.messages[self.at : end]
-            if forced or self._pays(staying, staying_tokens, jumped):
-                self._jump(end)
-                self._set_rule(end, jumped)
-                self.cut = None
-                self.base_tokens, self.base_count = self._count(jumped), len(jumped)
-                if strategy.over_limit(self.base_tokens, self.base_count, ctx):
-                    self._cut(end, floor=0)
-                return
-        if forced:
-            self._jump(end)
-            self._cut(end, floor=self.cut.hi if self.cut is not None else 0)
-
-    def _jump(self, end: int) -> None:
-        self.jumps += 1
-        self.at = end
-
-    def _cut(self, end: int, floor: int) -> None:
-        self.cuts += 1
-        self.ctx.details.clear()
-        self.cut = self.strategy.cut(self.base.prefix(end), floor, self.room, self.ctx)
-        self.base_tokens, self.base_count = self.cut.tokens, self.cut.count
-        if self.strategy.jumps_at_limit_only:
-            self.details = dict(self.ctx.details)
-
-    def _pays(self, staying: list[Message], staying_tokens: int, jumped: list[Message]) -> bool:
-        count, digest = self.ctx.count_message, self.ctx.digest
-        kept = 0  # tokens of the messages both requests start with, which stay cached
-        for old, new in zip(staying, jumped, strict=False):
-            if old is not new and digest(old) != digest(new):
-                break
-            kept += count(old)
-        else:
-            if len(jumped) >= len(staying):
-                return True  # nothing changes: moving the boundary here is free
-        rewritten = staying_tokens - self.overhead - kept
-        removed = staying_tokens - self._count(jumped)
-        return removed > 0 and removed >= self.strategy.min_gain() * rewritten
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
+        if self.recomputed_every_request(ctx):
+            return self.compact(messages, ctx)
+        return Replay(self, messages, ctx).run()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
-from .base import Context, Message
+from .base import Applied, Params
 from .budget import default_total
-from .epochs import EpochParams, EpochStrategy
+from .context import Context
+from .epochs import EpochStrategy, room_field
 from .layout import Cut, Layout, Prefix, fit_cut
+from .messages import Message
 
 
-class FitParams(EpochParams):
+class FitParams(Params):
     total: int | None = Field(
         None,
         ge=0,
@@ -24,23 +28,17 @@ class FitParams(EpochParams):
         "(default: the request's max_completion_tokens / max_tokens, else the model's max output, "
         "at most half the context window).",
     )
-    epoch: int | None = Field(
-        None,
-        ge=0,
-        description="Tokens of room a cut leaves below the total (at most half of it; default: half): the cut is "
-        "recomputed only when the request would pass the total, so at most once per this many tokens of growth "
-        "(0: on every request over the total).",
-    )
+    room: int | None = room_field("the total")
 
 
 class Fit(EpochStrategy[FitParams]):
     """Pinned units always go in; then non-pinned units newest first while the request stays within total,
-    stopping at the first that does not fit, so what is dropped is one block of the oldest. In epochs
-    (strategies.epochs): a jump fills total less one epoch, so the next epoch's messages fit.
+    stopping at the first that does not fit, so what is dropped is one block of the oldest. Cache-aware
+    (strategies.epochs): the cut is recomputed only when the request would pass the total, and then fills the
+    total less `room`, so the messages of the next requests fit.
     """
 
     name = "fit"
-    epoch_unit = "tokens"
     jumps_at_limit_only = True
     params_model = FitParams
     summary = "Keep the pinned messages and the newest whole units that fit the request into a token total."
@@ -49,20 +47,18 @@ class Fit(EpochStrategy[FitParams]):
         p = self.params
         return p.total if p.total is not None else default_total(ctx, p.reserve)
 
-    def epoch_size(self, ctx: Context) -> int:
-        return self.params.epoch if self.params.epoch is not None else self.limit(ctx) // 2
-
     def room(self, ctx: Context) -> int:
-        return min(self.epoch_size(ctx), self.limit(ctx) // 2)
+        half = self.limit(ctx) // 2
+        return half if self.params.room is None else min(self.params.room, half)
 
     def cut(self, prefix: Prefix, floor: int, room: int, ctx: Context) -> Cut:
-        total = max(0, self.limit(ctx) - room)
-        cut = fit_cut(prefix, total, floor)
-        dropped = prefix.removable_count() - cut.kept_units
-        ctx.report(total=total, kept_units=cut.kept_units, dropped_units=dropped, overflow=cut.overflow)
-        return cut
+        return fit_cut(prefix, max(0, self.limit(ctx) - room), floor)
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def cut_details(self, prefix: Prefix, cut: Cut, ctx: Context) -> dict[str, Any]:
+        dropped = prefix.removable_count() - cut.kept_units
+        return {"total": cut.total, "kept_units": cut.kept_units, "dropped_units": dropped, "overflow": cut.overflow}
+
+    def compact(self, messages: list[Message], ctx: Context) -> Applied:
         prefix = Layout.of(messages, ctx).prefix(len(messages))
         cut = self.cut(prefix, 0, 0, ctx)
-        return prefix.gather(cut.lo, cut.hi)
+        return Applied(prefix.gather(cut.lo, cut.hi), self.cut_details(prefix, cut, ctx))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Message
+from .conversation import has_visible_content, tool_calls_of
 from .digests import message_bytes
-from .tool_pairs import has_visible_content, tool_calls_of
+from .messages import Message
 
 
 def pairing_problems(messages: list[Message]) -> list[str]:

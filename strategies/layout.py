@@ -1,4 +1,8 @@
-"""A conversation in priced units, built once per request and readable at any of its prefixes.
+"""A conversation in units, the pieces strategies keep or drop whole so nothing is cut apart, priced in tokens;
+built once per request and readable at any of its prefixes.
+
+A unit is a user message with the assistant text reply that directly follows it; an assistant message with tool
+calls together with all their results; or any other single message.
 
 Budget strategies (fit, middle_out, window, notes) keep or drop whole units. With epochs (strategies.epochs)
 they decide at many earlier request ends of one request; rebuilding the units and prices of each prefix
@@ -18,10 +22,60 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from .base import Context, Message
-from .units import Unit, gather, pinned_units, split_units
+from .context import Context
+from .conversation import find_pairs, is_pinned_role, is_text_reply, is_user
+from .messages import Message
 
-PINNED_ROLES = ("system", "developer")
+
+@dataclass(frozen=True)
+class Unit:
+    indices: tuple[int, ...]  # positions in the original message list, ascending
+
+    @property
+    def start(self) -> int:
+        return self.indices[0]
+
+
+def split_units(messages: list[Message]) -> list[Unit]:
+    """Units in conversation order. A tool result is placed with the assistant message whose call it
+    answers (even when other messages sit between them); unanswered results stand alone.
+    """
+    owner: dict[int, int] = {p.result_index: p.call_index for p in find_pairs(messages)}
+    results_of: dict[int, list[int]] = {}
+    for result, call in owner.items():
+        results_of.setdefault(call, []).append(result)
+    units: list[Unit] = []
+    index = 0
+    while index < len(messages):
+        if index in owner:  # already placed with its call
+            index += 1
+            continue
+        message = messages[index]
+        if index in results_of:
+            units.append(Unit((index, *sorted(results_of[index]))))
+        elif is_user(message) and index + 1 < len(messages) and is_text_reply(messages[index + 1]):
+            units.append(Unit((index, index + 1)))
+            index += 1
+        else:
+            units.append(Unit((index,)))
+        index += 1
+    return units
+
+
+def pinned_units(messages: list[Message], units: list[Unit]) -> set[int]:
+    """Positions (in `units`) that compaction must keep: system and developer messages, the unit holding
+    the first user message, and the unit holding the last user message.
+    """
+    users = [i for i, m in enumerate(messages) if is_user(m)]
+    wanted = {i for i, m in enumerate(messages) if is_pinned_role(m)}
+    wanted.update(users[:1] + users[-1:])
+    return {position for position, unit in enumerate(units) if wanted.intersection(unit.indices)}
+
+
+def gather(messages: list[Message], units: list[Unit], keep: set[int]) -> list[Message]:
+    """The messages of the kept units, in their original order."""
+    indices = sorted(i for position in keep for i in units[position].indices)
+    return [messages[i] for i in indices]
 
 
 @dataclass(frozen=True)
@@ -35,7 +89,8 @@ class Cut:
     tokens: int
     count: int
     kept_units: int = 0  # removable units kept
-    overflow: bool = False
+    overflow: bool = False  # the pinned units alone are over `total`
+    total: int = 0  # the prompt tokens the cut had to keep the prefix within
 
 
 class Layout:
@@ -49,7 +104,7 @@ class Layout:
         self.message_tokens = message_tokens
         self.overhead = overhead
         self.starts = [unit.start for unit in units]
-        self.users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        self.users = [i for i, m in enumerate(messages) if is_user(m)]
         self._unit_of = [0] * len(messages)
         # Per unit, the tokens of its first k messages (k = 0 .. len), so any truncation is priced by a bisect.
         self._cumulative: list[list[int]] = []
@@ -63,12 +118,12 @@ class Layout:
         self._pinned_role_tokens = [0]
         self._pinned_role_count = [0]
         for index, message in enumerate(messages):
-            pinned = message.get("role") in PINNED_ROLES
+            pinned = is_pinned_role(message)
             self._pinned_role_tokens.append(self._pinned_role_tokens[-1] + (message_tokens[index] if pinned else 0))
             self._pinned_role_count.append(self._pinned_role_count[-1] + pinned)
         self.first_user_unit = self._unit_of[self.users[0]] if self.users else None
         # Units pinned in every prefix that holds them: system/developer messages and the first user's unit.
-        fixed = [any(messages[i].get("role") in PINNED_ROLES for i in unit.indices) for unit in units]
+        fixed = [any(is_pinned_role(messages[i]) for i in unit.indices) for unit in units]
         if self.first_user_unit is not None:
             fixed[self.first_user_unit] = True
         self._fixed = fixed
@@ -234,7 +289,7 @@ def fit_cut(prefix: Prefix, total: int, floor: int = 0) -> Cut:
     tokens, count = prefix.pinned_tokens, prefix.pinned_count
     hi = prefix.last + 1
     if tokens > total:
-        return Cut(0, hi, tokens, count, overflow=True)
+        return Cut(0, hi, tokens, count, overflow=True, total=total)
     kept = 0
     position = prefix.newest_removable()
     while position >= floor and position >= 0:
@@ -248,4 +303,4 @@ def fit_cut(prefix: Prefix, total: int, floor: int = 0) -> Cut:
         position = prefix.older(position)
     if position < floor:  # everything from the floor on fits: the cut stays where it was
         hi = floor
-    return Cut(0, hi, tokens, count, kept)
+    return Cut(0, hi, tokens, count, kept, total=total)

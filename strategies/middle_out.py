@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
-from .base import Context, Message
+from .base import Applied, Params
 from .budget import default_total
-from .epochs import EpochParams, EpochStrategy
+from .context import Context
+from .epochs import EpochStrategy, room_field
 from .layout import Cut, Layout, Prefix
+from .messages import Message
 
 
-class MiddleOutParams(EpochParams):
-    budget: int | None = Field(
+class MiddleOutParams(Params):
+    total: int | None = Field(
         None,
         ge=0,
         description="Prompt tokens of the whole request (messages, tools, reply priming) "
@@ -22,33 +26,23 @@ class MiddleOutParams(EpochParams):
         ge=1,
         description="Most messages the request may have, e.g. 1000 for Anthropic models (default: no limit).",
     )
-    epoch: int | None = Field(
-        None,
-        ge=0,
-        description="Tokens of room a cut leaves below the budget (at most half of it; default: half): the cut is "
-        "recomputed only when the request would pass the budget, so at most once per this many tokens of growth "
-        "(0: on every request over the budget).",
-    )
+    room: int | None = room_field("the total")
 
 
 class MiddleOut(EpochStrategy[MiddleOutParams]):
-    """While the request is over budget (or over max_messages), drop the non-pinned unit nearest the middle
+    """While the request is over its total (or over max_messages), drop the non-pinned unit nearest the middle
     of the droppable range; the hole grows outwards, alternating sides, so about as many messages stay
-    before it as after it. The start (the task, early decisions) and the end (the recent work) survive. In epochs
-    (strategies.epochs): a jump fills the budget less one epoch (and max_messages less as large a share).
+    before it as after it. The start (the task, early decisions) and the end (the recent work) survive.
+    Cache-aware (strategies.epochs): a cut fills the total less `room` (and max_messages less as large a share).
     """
 
     name = "middle_out"
-    epoch_unit = "tokens"
     jumps_at_limit_only = True
     params_model = MiddleOutParams
-    summary = "Drop whole units from the middle of the conversation until it fits the budget and message limit."
+    summary = "Drop whole units from the middle of the conversation until it fits the total and message limit."
 
     def limit(self, ctx: Context) -> int:
-        return self.params.budget if self.params.budget is not None else default_total(ctx)
-
-    def epoch_size(self, ctx: Context) -> int:
-        return self.params.epoch if self.params.epoch is not None else self.limit(ctx) // 2
+        return self.params.total if self.params.total is not None else default_total(ctx)
 
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
         return tokens > self.limit(ctx) or (
@@ -56,24 +50,26 @@ class MiddleOut(EpochStrategy[MiddleOutParams]):
         )
 
     def room(self, ctx: Context) -> int:
-        return min(self.epoch_size(ctx), self.limit(ctx) // 2)
+        half = self.limit(ctx) // 2
+        return half if self.params.room is None else min(self.params.room, half)
 
     def cut(self, prefix: Prefix, floor: int, room: int, ctx: Context) -> Cut:
         """Drops from the middle of the prefix itself, so `floor` (a fit-style cut's) does not apply."""
         p = self.params
         full = self.limit(ctx)
-        budget = max(0, full - room)
         limit = prefix.end
         if p.max_messages is not None:
             limit = max(1, p.max_messages - (p.max_messages * room // full if full else 0))
-        cut = middle_cut(prefix, budget, limit)
-        ctx.report(budget=budget, dropped_units=prefix.removable_count() - cut.kept_units, overflow=cut.overflow)
-        return cut
+        return middle_cut(prefix, max(0, full - room), limit)
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def cut_details(self, prefix: Prefix, cut: Cut, ctx: Context) -> dict[str, Any]:
+        dropped = prefix.removable_count() - cut.kept_units
+        return {"total": cut.total, "dropped_units": dropped, "overflow": cut.overflow}
+
+    def compact(self, messages: list[Message], ctx: Context) -> Applied:
         prefix = Layout.of(messages, ctx).prefix(len(messages))
         cut = self.cut(prefix, 0, 0, ctx)
-        return prefix.gather(cut.lo, cut.hi)
+        return Applied(prefix.gather(cut.lo, cut.hi), self.cut_details(prefix, cut, ctx))
 
 
 def middle_cut(prefix: Prefix, budget: int, limit: int) -> Cut:
@@ -86,7 +82,7 @@ def middle_cut(prefix: Prefix, budget: int, limit: int) -> Cut:
     overflow = tokens > budget or count > limit
     left, right = prefix.oldest_removable(), prefix.newest_removable()
     if right < 0 or left > right:
-        return Cut(0, 0, tokens, count, 0, overflow)
+        return Cut(0, 0, tokens, count, 0, overflow, budget)
     # Twice the message position of the middle of the droppable range and of each unit: integers.
     middle = starts[left] + prefix.last_index(right)
 
@@ -99,7 +95,7 @@ def middle_cut(prefix: Prefix, budget: int, limit: int) -> Cut:
         position = right if from_right else left
         unit_tokens, unit_count = prefix.unit_tokens(position), prefix.unit_count(position)
         if tokens + unit_tokens > budget or count + unit_count > limit:
-            return Cut(lo, hi, tokens, count, kept, overflow)
+            return Cut(lo, hi, tokens, count, kept, overflow, budget)
         tokens, count, kept = tokens + unit_tokens, count + unit_count, kept + 1
         if from_right:
             right = prefix.older(right)
@@ -107,4 +103,4 @@ def middle_cut(prefix: Prefix, budget: int, limit: int) -> Cut:
         else:
             left = prefix.newer(left)
             lo = left
-    return Cut(0, 0, tokens, count, kept, overflow)  # everything fits
+    return Cut(0, 0, tokens, count, kept, overflow, budget)  # everything fits

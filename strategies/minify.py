@@ -13,8 +13,11 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import Context, Message, Params, Strategy
-from .content import is_tool_result, text_of, with_text
+from .base import Applied, Params, Strategy
+from .context import Context
+from .conversation import is_tool_result, message_text, with_message_text
+from .markers import repeated
+from .messages import Message
 
 
 class MinifyParams(Params):
@@ -37,10 +40,6 @@ ANSI = re.compile(
 
 # Passes of the rules before giving up on a text that keeps changing (see minify_text).
 MAX_PASSES = 16
-
-
-def repeat_marker(n: int) -> str:
-    return f"[previous line repeated {n} time{'' if n == 1 else 's'}]"
 
 
 class _Unsafe(Exception):
@@ -112,7 +111,7 @@ def _collapse_repeats(lines: list[str], min_repeats: int) -> list[str]:
     out: list[str] = []
     for line, group in itertools.groupby(lines):
         n = sum(1 for _ in group) - 1  # further copies
-        marker = repeat_marker(n)
+        marker = repeated(n)
         if n + 1 >= min_repeats and n * (len(line) + 1) > len(marker) + 1:
             out += [line, marker]
         else:
@@ -170,14 +169,16 @@ class Minify(Strategy[MinifyParams]):
         key = b"minify:%d:" % repeats + ctx.digest(message)
         return ctx.memo.get_or_compute(key, lambda: minify_text(text, repeats))
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         out = list(messages)
+        rewritten = 0
         for index, message in enumerate(messages):
             if not is_tool_result(message):
                 continue
             ctx.checkpoint()
-            text = text_of(message.get("content"))
+            text = message_text(message)
             new = self._minified(message, text, ctx)
             if new != text:
-                out[index] = {**message, "content": with_text(message.get("content"), new)}
-        return out
+                out[index] = with_message_text(message, new)
+                rewritten += 1
+        return Applied(out, {"rewritten": rewritten})

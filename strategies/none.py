@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Context, Message, Params, Strategy
+from .base import Applied, Params, Strategy
+from .context import Context
+from .messages import Message
 
 
 class NoneParams(Params):
@@ -14,5 +16,5 @@ class Noop(Strategy[NoneParams]):
     params_model = NoneParams
     summary = "Forward the messages unchanged."
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
-        return messages
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
+        return Applied(messages)

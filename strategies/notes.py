@@ -1,7 +1,7 @@
 """notes: the long-chat recipe's running notes. The oldest turns are folded by a summariser into FACTS and
 DECISIONS notes once the kept turns outgrow a budget, so what the user said is kept after its turns are gone.
 
-Stateless and cache-aware like window: the conversation is replayed unit by unit from its start, so every
+Stateless and cache-aware like window: the conversation is walked unit by unit from its start, so every
 request of a conversation finds the same fold points, and each fold's notes are looked up by content address
 (previous key + folded transcript + prompt + model) in the NotesCache the Context carries. Between two folds
 the notes message and the kept units before the question stay byte-identical, so the provider's prompt cache
@@ -14,14 +14,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .base import CONFIG_ONLY, Context, Message
+from .base import CHAIN, CONFIG_ONLY, Applied, Params, Strategy
+from .budget import default_budget, steady_and_question
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
-from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
+from .context import Context
+from .conversation import is_pinned_role
 from .layout import Layout
+from .messages import Message
 from .notes_fold import (
     DEFAULT_PROMPT,
     NOTES_TOKENS_PER_WORD,
@@ -33,26 +36,22 @@ from .notes_fold import (
     summariser_messages,
 )
 from .notes_io import NO_SUMMARISER, SUMMARISER_EMPTY, NotesCache, NotesUnavailable, Summariser
-from .window import default_budget, steady_and_question
 
-if TYPE_CHECKING:
-    from .chain import Chain
-
-# Each fold takes at least (1 - keep_ratio + HEADROOM) * budget: as much as the budget's crossing needs when
+# Each fold takes at least (1 - low_water + HEADROOM) * budget: as much as the budget's crossing needs when
 # it comes with a small message, decided by units that are already kept well before it. So the fold can be
 # made ahead of need and found ready; a crossing by a large message folds the rest in a second, small step.
 HEADROOM = 0.1
 
 
-class NotesParams(BreakEvenParams):
+class NotesParams(Params):
     budget: int | None = Field(
         None,
         ge=0,
         description="Tokens the kept non-pinned units may take before the oldest are folded into the notes "
         "(default: window's default budget less room for the notes).",
     )
-    keep_ratio: float = Field(
-        0.5, gt=0, le=1, description="A fold leaves the kept units at most budget * keep_ratio tokens."
+    low_water: float = Field(
+        0.5, gt=0, le=1, description="A fold leaves the kept units at most budget * low_water tokens (as window's)."
     )
     model: str | None = Field(
         None,
@@ -80,14 +79,11 @@ class NotesParams(BreakEvenParams):
         le=1,
         description="Once the kept units pass budget * prepare_at, the next fold is made in the background (1: never).",
     )
-    # Folds come in steps of budget * (1 - keep_ratio), as window's cuts: no further epoch or test by default.
-    epoch: int | None = epoch_field(0, "tokens")
-    min_gain: float = min_gain_field(0.0)
     fallback: str = Field(
         "window",
         min_length=1,
         description="Chain run instead when no notes can be had (window gets this budget unless it sets its own).",
-        json_schema_extra={**CONFIG_ONLY, "chain": True},
+        json_schema_extra={**CONFIG_ONLY, **CHAIN},
     )
 
     @field_validator("fallback")
@@ -105,7 +101,7 @@ class NotesParams(BreakEvenParams):
 @dataclass(frozen=True)
 class Fold:
     positions: tuple[int, ...]  # units folded, oldest first
-    upto: int  # the message replayed when the fold happened: later messages of these units are dropped
+    upto: int  # the message walked when the fold happened: later messages of these units are dropped
 
 
 @dataclass(frozen=True)
@@ -115,26 +111,38 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Replay:
+class FoldPoints:
     folds: list[Fold]
     kept: list[int]  # positions of the units still kept at the end
     kept_tokens: int
     ahead: Fold | None  # the next fold, when the kept units have passed budget * prepare_at
 
 
-class Notes(EpochStrategy[NotesParams]):
-    """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into a
+class Notes(Strategy[NotesParams]):
+    """Pinned units always go in. Every other unit is walked in conversation order, message by message, into a
     kept part; whenever it exceeds budget, its oldest whole units are folded into the notes until it is at most
-    budget * keep_ratio. Sent: system/developer messages, the notes message, the first user message's unit, the
-    kept units and the last user message's unit. A unit is folded whole, call and results together.
+    budget * low_water. Sent: system/developer messages, the notes message, the first user message's unit, the
+    kept units and the last user message's unit. A unit is folded whole, call and results together. Its folds
+    come in steps of budget * (1 - low_water), as window's cuts: it needs no epochs.
+
+    When no notes can be had it raises NotesUnavailable, and the chain runs its fallback chain instead.
     """
 
     name = "notes"
-    epoch_unit = "tokens"
+    uses_summariser = True
     params_model = NotesParams
     summary = "Fold the oldest turns into running notes (FACTS and DECISIONS) with a summariser, cached (cache-aware)."
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def fallback(self) -> str:
+        """The fallback chain, its window given this budget unless it sets its own."""
+        specs = parse_chain(self.params.fallback)
+        if self.params.budget is not None:
+            specs = [
+                StepSpec(s.name, {"budget": self.params.budget, **s.params}) if s.name == "window" else s for s in specs
+            ]
+        return format_chain(specs)
+
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         layout = Layout.of(messages, ctx)
         steady, question = steady_and_question(layout)
         budget = self.params.budget
@@ -142,19 +150,18 @@ class Notes(EpochStrategy[NotesParams]):
         if budget is None:
             budget, details["overflow"] = default_budget(layout, steady, question, ctx)
             budget = max(0, budget - NOTES_TOKENS_PER_WORD * self.params.max_words)
-        replay = self._replay(layout, steady, budget)
+        points = self._fold_points(layout, steady, budget)
         details.update(
             budget=budget,
-            kept_units=len(set(replay.kept) - question),
-            kept_tokens=replay.kept_tokens,
-            folds=len(replay.folds),
+            kept_units=len(set(points.kept) - question),
+            kept_tokens=points.kept_tokens,
+            folds=len(points.folds),
         )
         summariser, cache = ctx.summariser, ctx.notes_cache
-        if summariser is None or cache is None or not (replay.folds or replay.ahead):
-            if replay.folds:
-                return self._fallback(messages, ctx, NotesUnavailable(NO_SUMMARISER), details)
-            ctx.report(**details)
-            return list(messages)
+        if summariser is None or cache is None or not (points.folds or points.ahead):
+            if points.folds:
+                raise NotesUnavailable(NO_SUMMARISER, details=details)
+            return Applied(list(messages), details)
 
         model = self.params.model or summariser.default_model or ctx.model
         prompt = prompt_text(self.params.prompt or DEFAULT_PROMPT, self.params.max_words)
@@ -163,31 +170,29 @@ class Notes(EpochStrategy[NotesParams]):
         )
         make = partial(self._summarise, summariser, prompt, model)
         calls: list[str] = []
-        steps = self._steps(layout, replay.folds, "", limit, prompt, model, ctx)
+        steps = self._steps(layout, points.folds, "", limit, prompt, model, ctx)
         try:
             notes, hit = self._fold(steps, cache, partial(make, calls))
         except NotesUnavailable as exc:
-            return self._fallback(messages, ctx, exc, details)
+            raise NotesUnavailable(exc.reason, exc.detail, details) from None
         details.update(chunks=len(steps), summariser_calls=len(calls), cached=hit)
-        if replay.ahead is not None:
-            ahead = self._steps(layout, [replay.ahead], steps[-1].key if steps else "", limit, prompt, model, ctx)
+        if points.ahead is not None:
+            ahead = self._steps(layout, [points.ahead], steps[-1].key if steps else "", limit, prompt, model, ctx)
             details["ahead"] = self._fold_ahead(ahead, notes, cache, partial(make, []))
-        if not replay.folds:
-            ctx.report(**details)
-            return list(messages)
+        if not points.folds:
+            return Applied(list(messages), details)
 
-        out = layout.gather(steady | question | set(replay.kept))
-        at = next((i for i, m in enumerate(out) if m.get("role") not in ("system", "developer")), len(out))
+        out = layout.gather(steady | question | set(points.kept))
+        at = next((i for i, m in enumerate(out) if not is_pinned_role(m)), len(out))
         out.insert(at, notes_message(self.params.role, notes))
         details.update(
-            folded_units=sum(len(f.positions) for f in replay.folds), notes_tokens=ctx.count_message(out[at])
+            folded_units=sum(len(f.positions) for f in points.folds), notes_tokens=ctx.count_message(out[at])
         )
-        ctx.report(**details)
-        return out
+        return Applied(out, details)
 
-    def _replay(self, layout: Layout, steady: frozenset[int], budget: int) -> Replay:
+    def _fold_points(self, layout: Layout, steady: frozenset[int], budget: int) -> FoldPoints:
         unit_of = layout.unit_of()
-        low = int(budget * self.params.keep_ratio)
+        low = int(budget * self.params.low_water)
         at_least = budget - low + int(budget * HEADROOM)
         kept: deque[int] = deque()
         unit_tokens: dict[int, int] = {}  # each kept unit's messages replayed so far
@@ -230,7 +235,7 @@ class Notes(EpochStrategy[NotesParams]):
                 taken += unit_tokens[position]
             if taken >= at_least:
                 ahead = Fold(tuple(group), len(layout.messages) - 1)
-        return Replay(folds, list(kept), total, ahead)
+        return FoldPoints(folds, list(kept), total, ahead)
 
     def _steps(
         self, layout: Layout, folds: list[Fold], key: str, limit: int, prompt: str, model: str, ctx: Context
@@ -284,32 +289,7 @@ class Notes(EpochStrategy[NotesParams]):
             raise NotesUnavailable(SUMMARISER_EMPTY)
         return answer
 
-    def _fallback(
-        self, messages: list[Message], ctx: Context, exc: NotesUnavailable, details: dict[str, Any]
-    ) -> list[Message]:
-        """The configured deterministic chain, with this budget for a window that sets none. Nothing is cached."""
-        specs = parse_chain(self.params.fallback)
-        if self.params.budget is not None:
-            specs = [
-                StepSpec(s.name, {"budget": self.params.budget, **s.params}) if s.name == "window" else s for s in specs
-            ]
-        text = format_chain(specs)
-        chain = ctx.chains(text) if ctx.chains is not None else _builtin_chain(text)
-        out = messages
-        for step in chain.steps:
-            out = step.apply(out, ctx)
-        ctx.report(**details, fallback=exc.reason, fallback_detail=exc.detail, fallback_chain=text)
-        return out
-
 
 def _fold_all(steps: list[Step], notes: str, cache: NotesCache, make: Callable[[str, str], str]) -> None:
     for step in steps:
         notes = cache.fold(step.key, partial(make, notes, step.chunk))
-
-
-def _builtin_chain(text: str) -> Chain:
-    # Imported here: the registry imports this module to list it among the built-ins, and chain the registry.
-    from .chain import Chain
-    from .registry import BUILTINS, Registry
-
-    return Chain.parse(text, Registry(BUILTINS))

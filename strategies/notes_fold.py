@@ -11,9 +11,8 @@ from typing import Any
 
 import orjson
 
-from .base import Message
-from .content import text_of
-from .tool_pairs import tool_calls_of
+from .conversation import text_of, tool_calls_of
+from .messages import Message
 
 DEFAULT_PROMPT = """\
 You keep the running notes of a conversation between a user and an AI assistant, so that the assistant can \

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from .base import Message
+from .messages import Message
+from .unavailable import Unavailable
 
 # Why notes could not be had; each is also the X-Compaction-Fallback value a response carries.
 SUMMARISER_ERROR = "summariser_error"  # the call failed: HTTP error status, unreachable, unreadable answer
@@ -22,16 +23,8 @@ NOTES_BUSY = "notes_busy"  # another request or replica held the fold longer tha
 SUMMARISER_LIMIT = "summariser_limit"  # the request has made as many summariser calls as it may
 
 
-class NotesUnavailable(Exception):
-    """The notes cannot be made or read right now. The strategy falls back to its deterministic chain.
-
-    Raised only for failures outside the proxy's control, so that a bug still surfaces as a bug.
-    """
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
+class NotesUnavailable(Unavailable):
+    """The notes cannot be made or read right now: the chain runs the notes strategy's fallback chain."""
 
 
 class Summariser(Protocol):

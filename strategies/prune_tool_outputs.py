@@ -4,43 +4,37 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Context, Message
-from .content import is_tool_result, short_hash, text_of, with_text
-from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
+from .base import Applied, Params, Strategy
+from .context import Context
+from .conversation import is_tool_result, message_text, with_message_text
+from .markers import pruned
+from .messages import Message
 
-NOTE = "\n[... output truncated ...]"
 
-
-class PruneToolOutputsParams(BreakEvenParams):
+class PruneToolOutputsParams(Params):
     max_chars: int = Field(4000, ge=0, description="Characters of each tool result that are kept.")
-    # Each result is cut when it arrives and stays so: the compacted prefix never changes, and epochs would only
-    # keep the newest results whole for a while, at a price (docs/benchmarks.md, epochs table).
-    epoch: int | None = epoch_field(0, "tool_calls")
-    min_gain: float = min_gain_field(0.0)
 
 
-def prune(text: str, max_chars: int) -> str:
-    # The size and hash after the note let the model (and a human) tell what was removed.
-    return f"{text[:max_chars]}{NOTE} ({len(text)} chars, sha256 {short_hash(text)})"
-
-
-class PruneToolOutputs(EpochStrategy[PruneToolOutputsParams]):
-    """Cuts every long tool result. With epochs (strategies.epochs) the results of the calls since the last
-    jump stay whole until the next.
+class PruneToolOutputs(Strategy[PruneToolOutputsParams]):
+    """Cuts every long tool result. Each is cut when it arrives and stays so, so the compacted prefix never
+    changes: prefix-stable as it is, it needs no epochs (which would only keep the newest results whole for a
+    while, at a price: docs/benchmarks.md).
     """
 
     name = "prune_tool_outputs"
     params_model = PruneToolOutputsParams
     summary = "Cut every tool result longer than max_chars to its first max_chars characters plus a note."
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         limit = self.params.max_chars
         out = list(messages)
+        cut = 0
         for index, message in enumerate(messages):
             if not is_tool_result(message):
                 continue
             ctx.checkpoint()
-            text = text_of(message.get("content"))
+            text = message_text(message)
             if len(text) > limit:
-                out[index] = {**message, "content": with_text(message.get("content"), prune(text, limit))}
-        return out
+                out[index] = with_message_text(message, pruned(text, limit))
+                cut += 1
+        return Applied(out, {"pruned": cut})

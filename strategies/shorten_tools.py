@@ -7,13 +7,17 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import Context, Message
-from .content import text_of, truncate_middle, with_text
-from .epochs import BreakEvenParams, EpochStrategy
-from .tool_pairs import ToolPair, call_arguments, find_pairs, remove_pairs, with_arguments
+from .base import Applied, Params
+from .context import Context
+from .conversation import ToolPair, call_arguments, find_pairs, remove_pairs, text_of, with_arguments, with_text
+from .epochs import EpochStrategy, epoch_field, min_gain_field
+from .markers import truncate_middle
+from .messages import Message
 
 
-class ShortenToolsParams(BreakEvenParams):
+class ShortenToolsParams(Params):
+    epoch: int = epoch_field()
+    min_gain: float = min_gain_field()
     full_tool_calls: int = Field(0, ge=0, description="Newest tool calls whose arguments are never shortened.")
     full_tool_outputs: int = Field(10, ge=0, description="Newest tool results that are never shortened.")
     max_tool_calls: int = Field(40, ge=0, description="Tool calls kept at all; older ones go with their results.")
@@ -52,14 +56,21 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
     """Walks tool interactions newest first. While the characters seen stay under max_tool_chars nothing
     is touched; past that, the newest full_* are kept, those up to max_* are truncated with a
     hash-stamped marker, and older ones are dropped, each call together with its result. In epochs of
-    `epoch` tool calls (strategies.epochs), as scout-ai's shorten_tools_epoch.
+    `epoch` tool calls, a jump taken only when it pays (min_gain; strategies.epochs), as scout-ai's
+    shorten_tools_epoch; past the model's window between epochs, the oldest whole units go.
     """
 
     name = "shorten_tools"
     params_model = ShortenToolsParams
     summary = "Keep the newest tool results whole, truncate a middle band, drop the oldest (pairs stay intact)."
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def epoch_calls(self) -> int:
+        return self.params.epoch
+
+    def min_gain(self) -> float:
+        return self.params.min_gain
+
+    def compact(self, messages: list[Message], ctx: Context) -> Applied:
         p = self.params
         max_outputs = p.max_tool_outputs if p.max_tool_outputs is not None else p.max_tool_calls
         seen_chars = 0
@@ -91,4 +102,4 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
             out[index] = {**out[index], "content": with_text(out[index].get("content"), text)}
         for index, new_args in arguments.items():
             out[index] = with_arguments(out[index], new_args)
-        return remove_pairs(out, dropped)
+        return Applied(remove_pairs(out, dropped))

@@ -6,10 +6,10 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .base import REPLY_PRIMING, Message
-from .content import text_of
+from .conversation import text_of
 from .digests import message_digest
 from .encodings import Encodings
+from .messages import REPLY_PRIMING, Message
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken") for current chat models.
 TOKENS_PER_MESSAGE = 3

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import regex
 from pydantic import Field, field_validator
 
 from . import patterns as pattern_limits
-from .base import CONFIG_ONLY, Context, Message, Params, Strategy
-from .content import text_of, with_text
+from .base import CONFIG_ONLY, Applied, Params, Strategy
+from .context import Context
+from .conversation import is_assistant, is_text_reply, is_user, message_text, with_message_text
+from .markers import shown_to_the_user
+from .messages import Message
 
 DEFAULT_PATTERNS = ("^Search results:", "^Train options", "^Quotes for")
 # A pattern that slipped past the shape checks (strategies.patterns) must not hold a worker thread: a search
@@ -56,10 +60,9 @@ def protected_from(messages: list[Message], keep_last: int) -> int:
     answered: list[int] = []
     asking: int | None = None
     for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "user":
+        if is_user(message):
             asking = index
-        elif role == "assistant" and asking is not None:
+        elif is_assistant(message) and asking is not None:
             answered.append(asking)
             asking = None
     return answered[-keep_last] if len(answered) >= keep_last else 0
@@ -78,7 +81,7 @@ def stub(text: str, patterns: list[regex.Pattern[str]], timeout: float = SEARCH_
         return None
     label = first.strip().removesuffix(":").rstrip()
     options = sum(1 for line in rest.split("\n") if line.strip())
-    return f"[{label} ({options} options) shown to the user; omitted]" if options else None
+    return shown_to_the_user(label, options) if options else None
 
 
 class TrimBulky(Strategy[TrimBulkyParams]):
@@ -95,29 +98,29 @@ class TrimBulky(Strategy[TrimBulkyParams]):
         super().__init__(params)
         self._patterns = [pattern_limits.compile_pattern(pattern) for pattern in params.patterns]
 
-    def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         out = list(messages)
         trimmed = saved = timeouts = 0
+        details: dict[str, Any] = {}
         deadline = time.monotonic() + REQUEST_TIMEOUT_SECONDS
         for index in range(protected_from(messages, self.params.keep_last)):
             ctx.checkpoint()
             message = messages[index]
-            if message.get("role") != "assistant" or "tool_calls" in message or "function_call" in message:
+            if not is_text_reply(message):
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                ctx.report(search_time_exhausted=True)
+                details["search_time_exhausted"] = True
                 break
-            content = message.get("content")
             try:
-                short = stub(text_of(content), self._patterns, min(SEARCH_TIMEOUT_SECONDS, left))
+                short = stub(message_text(message), self._patterns, min(SEARCH_TIMEOUT_SECONDS, left))
             except TimeoutError:
                 timeouts += 1
                 continue
             if short is None:
                 continue
-            out[index] = {**message, "content": with_text(content, short)}
+            out[index] = with_message_text(message, short)
             trimmed += 1
             saved += ctx.count_message(message) - ctx.count_message(out[index])
-        ctx.report(trimmed_messages=trimmed, trimmed_tokens=saved, pattern_timeouts=timeouts)
-        return out
+        details.update(trimmed_messages=trimmed, trimmed_tokens=saved, pattern_timeouts=timeouts)
+        return Applied(out, details)

@@ -3,7 +3,7 @@
 A boundary that moves with every new message re-bills the whole prefix after it at the provider. Here the
 cut point moves only when the kept part outgrows the budget, and then far enough back (to budget *
 low_water) that many later requests fit before it moves again. Without state: the cut points are found
-by replaying the conversation from its start, so every request of a conversation finds the same ones.
+by walking the conversation from its start, so every request of a conversation finds the same ones.
 """
 
 from __future__ import annotations
@@ -12,17 +12,14 @@ from collections import deque
 
 from pydantic import Field
 
-from .base import Context, Message
-from .budget import default_total
-from .epochs import BreakEvenParams, EpochStrategy, epoch_field, min_gain_field
+from .base import Applied, Params, Strategy
+from .budget import default_budget, steady_and_question
+from .context import Context
 from .layout import Layout
-
-# What the default budget leaves for the last user message when it is not yet known how long the next one
-# is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
-QUESTION_ALLOWANCE_PERCENT = 5
+from .messages import Message
 
 
-class WindowParams(BreakEvenParams):
+class WindowParams(Params):
     budget: int | None = Field(
         None,
         ge=0,
@@ -36,28 +33,25 @@ class WindowParams(BreakEvenParams):
         description="When the kept units outgrow budget, the oldest are cut until they take at most "
         "budget * low_water (1: a sliding window that moves with every request).",
     )
-    # Its cuts already come in steps of budget * (1 - low_water), each removing half the kept part by default,
-    # which pays for the cache under both price models: no further epoch or break-even test by default.
-    epoch: int | None = epoch_field(0, "tokens")
-    min_gain: float = min_gain_field(0.0)
 
 
-class Window(EpochStrategy[WindowParams]):
-    """Pinned units always go in. Every other unit is replayed in conversation order, message by message, into
+class Window(Strategy[WindowParams]):
+    """Pinned units always go in. Every other unit is walked in conversation order, message by message, into
     a kept part; whenever the kept part exceeds budget, its oldest whole units are cut until it is at most
-    budget * low_water. The result is the pinned units plus what is kept at the end of the replay.
+    budget * low_water. The result is the pinned units plus what is kept at the end of the walk.
 
-    The unit of the last user message takes part in the replay like any other (and is forwarded even if
-    the replay cut it), so the replay of a request is exactly the start of the next request's replay, and
-    consecutive requests share their compacted prefix byte for byte until the next cut.
+    The unit of the last user message takes part in the walk like any other (and is forwarded even if
+    the walk cut it), so the walk of a request is exactly the start of the next request's walk, and
+    consecutive requests share their compacted prefix byte for byte until the next cut. Its cuts come in
+    steps of budget * (1 - low_water), which pay for the cache under both price models (docs/benchmarks.md):
+    it needs no epochs.
     """
 
     name = "window"
-    epoch_unit = "tokens"
     params_model = WindowParams
     summary = "Keep the newest whole units within a token budget, cutting back to budget * low_water (cache-aware)."
 
-    def compact(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def apply(self, messages: list[Message], ctx: Context) -> Applied:
         layout = Layout.of(messages, ctx)
         unit_of = layout.unit_of()
         steady, question = steady_and_question(layout)
@@ -90,31 +84,7 @@ class Window(EpochStrategy[WindowParams]):
                     cut.add(oldest)
 
         kept_units, cut_units = len(set(kept) - question), len(cut - question)
-        ctx.report(budget=budget, kept_units=kept_units, cut_units=cut_units, cuts=cuts, **details)
+        report = {"budget": budget, "kept_units": kept_units, "cut_units": cut_units, "cuts": cuts, **details}
         if not cut_units:
-            return list(messages)
-        return layout.gather(steady | question | set(kept))
-
-
-def steady_and_question(layout: Layout) -> tuple[frozenset[int], frozenset[int]]:
-    """Units pinned for the whole conversation (system/developer messages and the first unit), and the unit of
-    the last user message, which is pinned only until the next user message arrives and so is replayed too.
-    """
-    messages = layout.messages
-    unit_of = layout.unit_of()
-    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    first, last = (unit_of[users[0]], unit_of[users[-1]]) if users else (None, None)
-    steady = layout.pinned if last is None or last == first else layout.pinned - {last}
-    question = frozenset({last}) if last is not None and last not in steady else frozenset()
-    return steady, question
-
-
-def default_budget(layout: Layout, steady: frozenset[int], question: frozenset[int], ctx: Context) -> tuple[int, bool]:
-    """The kept units' budget when none is given: fit's default total less the tools, the steady units and room
-    for the question (its own size, or QUESTION_ALLOWANCE_PERCENT of the window if that is more); and whether
-    the steady units and the question alone overflow that total.
-    """
-    total = default_total(ctx)
-    allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
-    budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
-    return budget, layout.cost(steady | question) > total
+            return Applied(list(messages), report)
+        return Applied(layout.gather(steady | question | set(kept)), report)

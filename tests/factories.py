@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-Message = dict[str, Any]
+from strategies.messages import Message
 
 
 def system(text: str) -> Message:
@@ -86,6 +86,7 @@ def client_requests(conversation: list[Message]) -> list[list[Message]]:
     return [conversation[:k] for k in ends if any(m["role"] == "user" for m in conversation[:k])] + [conversation]
 
 
-# What a strategy's own tests pass to test its rule without epochs (tests/strategies/test_epochs.py tests those).
+# What a strategy's own tests pass to test its rule without epochs (tests/strategies/test_epochs.py tests those):
+# shorten_tools' epochs, and fit's and middle_out's room.
 RULE_ALONE: dict[str, Any] = {"epoch": 0, "min_gain": 0}
-CUT_ALONE: dict[str, Any] = {"epoch": 0}  # the same for fit and middle_out, which have no min_gain
+CUT_ALONE: dict[str, Any] = {"room": 0}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from strategies import Context, TokenCounter
+from tests.strategies.recording import RecordingContext
 
 
 @pytest.fixture(scope="session")
@@ -13,4 +14,4 @@ def counter() -> TokenCounter:
 
 @pytest.fixture
 def ctx(counter: TokenCounter) -> Context:
-    return Context(model="gpt-4o", tokens=counter)
+    return RecordingContext(model="gpt-4o", tokens=counter)

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from strategies import StepSpec
-from strategies.base import Message
+from strategies.messages import Message
 from tests.factories import assistant, legacy_call, legacy_result, parts, system, tool_call, user
 
 # Lone surrogates are left out: orjson, which the invariant checks use, cannot encode them.
@@ -73,9 +73,9 @@ def without_none(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-# epoch and min_gain of the strategies with epochs (strategies.epochs), in tool calls or in tokens.
+# shorten_tools' epoch and min_gain, and fit's and middle_out's room (strategies.epochs).
 epoch_calls = st.sampled_from([0, 0, 1, 2, 20])
-epoch_tokens = st.sampled_from([0, 0, 50, 400, 5000])
+rooms = st.sampled_from([0, 0, 50, 400, 5000])
 min_gains = st.sampled_from([0.0, 0.0, 0.35, 1.0])
 
 shorten_tools = st.builds(
@@ -89,27 +89,23 @@ shorten_tools = st.builds(
     max_tool_chars=st.sampled_from([0, 0, 500, 2000, 100_000]),
     short_string_length=st.one_of(st.integers(1, 20), st.integers(1, 300)),
 ).map(lambda p: StepSpec("shorten_tools", without_none(p)))
-prune_tool_outputs = st.builds(dict, max_chars=st.integers(0, 3000), epoch=epoch_calls, min_gain=min_gains).map(
-    lambda p: StepSpec("prune_tool_outputs", p)
+prune_tool_outputs = st.builds(dict, max_chars=st.integers(0, 3000)).map(lambda p: StepSpec("prune_tool_outputs", p))
+window = st.builds(dict, budget=st.integers(1, 3000), low_water=st.floats(0.05, 1.0)).map(
+    lambda p: StepSpec("window", p)
 )
-window = st.builds(
-    dict, budget=st.integers(1, 3000), low_water=st.floats(0.05, 1.0), epoch=epoch_tokens, min_gain=min_gains
-).map(lambda p: StepSpec("window", p))
 fit = st.builds(
     dict,
     total=st.one_of(st.none(), st.integers(0, 5000)),
-    epoch=st.one_of(st.none(), epoch_tokens),
+    room=st.one_of(st.none(), rooms),
 ).map(lambda p: StepSpec("fit", without_none(p)))
 middle_out = st.builds(
     dict,
-    budget=st.one_of(st.none(), st.integers(0, 5000)),
+    total=st.one_of(st.none(), st.integers(0, 5000)),
     max_messages=st.one_of(st.none(), st.integers(1, 30)),
-    epoch=st.one_of(st.none(), epoch_tokens),
+    room=st.one_of(st.none(), rooms),
 ).map(lambda p: StepSpec("middle_out", without_none(p)))
 clear_tool_uses = st.builds(
     dict,
-    epoch=epoch_calls,
-    min_gain=min_gains,
     trigger=st.integers(0, 3000),
     keep=st.integers(0, 4),
     clear_at_least=st.integers(0, 500),

@@ -29,11 +29,11 @@ def test_parse_raises_syntax_and_strategy_errors(registry: Registry) -> None:
 def test_run_applies_the_steps_in_order_and_counts_tokens(registry: Registry, ctx: Context) -> None:
     messages = agent_loop(6, 3000)
     chain = Chain.parse(
-        "shorten_tools(max_tool_chars=0,full_tool_outputs=2,max_tool_calls=4,epoch=0),prune_tool_outputs(max_chars=500,epoch=0)",
+        "shorten_tools(max_tool_chars=0,full_tool_outputs=2,max_tool_calls=4,epoch=0),prune_tool_outputs(max_chars=500)",
         registry,
     )
     result = chain.run(messages, ctx, trace=True)
-    expected = chain.steps[1].apply(chain.steps[0].apply(messages, ctx), ctx)
+    expected = chain.steps[1].apply(chain.steps[0].apply(messages, ctx).messages, ctx).messages
     assert result.messages == expected
     assert (result.tokens_before, result.tokens_after) == (ctx.count(messages), ctx.count(expected))
     assert [s.strategy for s in result.steps] == ["shorten_tools", "prune_tool_outputs"]
@@ -44,7 +44,7 @@ def test_run_applies_the_steps_in_order_and_counts_tokens(registry: Registry, ct
 
 def test_run_without_trace_still_counts_the_result(registry: Registry, ctx: Context) -> None:
     messages = agent_loop(3, 5000)
-    result = Chain.parse("prune_tool_outputs(max_chars=10,epoch=0)", registry).run(messages, ctx)
+    result = Chain.parse("prune_tool_outputs(max_chars=10)", registry).run(messages, ctx)
     assert result.steps == []
     assert result.tokens_after == ctx.count(result.messages) < result.tokens_before
 

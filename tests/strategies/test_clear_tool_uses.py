@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from strategies import Context, TokenCounter
-from strategies.base import Message
 from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
-from strategies.content import is_tool_result, text_of
+from strategies.conversation import is_tool_result, text_of
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.messages import Message
 from tests.factories import (
-    RULE_ALONE,
     agent_loop,
     assistant,
     call,
@@ -29,10 +28,11 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext, apply
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return ClearToolUses(ClearToolUsesParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
+    return apply(ClearToolUses(ClearToolUsesParams(**params)), messages, ctx)
 
 
 def digest(text: str) -> str:
@@ -82,8 +82,8 @@ def test_keep_sets_how_many_tool_uses_stay_whole(ctx: Context) -> None:
 def test_the_trigger_counts_the_tool_definitions(counter: TokenCounter) -> None:
     messages = agent_loop(4, 1000)
     tool = {"type": "function", "function": {"name": "read", "description": output(0, 2000), "parameters": {}}}
-    plain = Context(model="gpt-4o", tokens=counter)
-    with_tools = Context(model="gpt-4o", tokens=counter, request={"tools": [tool]})
+    plain = RecordingContext(model="gpt-4o", tokens=counter)
+    with_tools = RecordingContext(model="gpt-4o", tokens=counter, request={"tools": [tool]})
     trigger = plain.count_request(messages)
     assert clear(messages, plain, trigger=trigger) == messages
     assert cleared_ids(clear(messages, with_tools, trigger=trigger, keep=1)) == ["call_0", "call_1", "call_2"]
@@ -212,7 +212,7 @@ examples = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 @examples
 @given(conversations(), params)
 def test_invariants_hold(counter: TokenCounter, messages: list[Message], p: dict[str, Any]) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     snapshot = copy.deepcopy(messages)
     out = clear(messages, ctx, **p)
     assert json.dumps(messages) == json.dumps(snapshot)
@@ -245,7 +245,7 @@ def test_growing_requests_keep_a_byte_identical_prefix_until_the_cleared_set_jum
     previous: list[Message] = []
     cleared_before = tokens_before = 0
     for end in ends:
-        ctx = Context(model="gpt-4o", tokens=counter)
+        ctx = RecordingContext(model="gpt-4o", tokens=counter)
         out = clear(messages[:end], ctx, **p)
         count, tokens = ctx.details["cleared_tool_uses"], ctx.details["cleared_tokens"]
         assert count >= cleared_before  # the cleared set only grows

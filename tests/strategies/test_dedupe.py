@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, TokenCounter
-from strategies.base import Message
-from strategies.content import text_of
+from strategies.conversation import text_of
 from strategies.dedupe import Dedupe, DedupeParams
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.messages import Message
 from tests.factories import (
     agent_loop,
     assistant,
@@ -27,10 +27,11 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import characters, conversations
+from tests.strategies.recording import RecordingContext, apply
 
 
 def dedupe(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return Dedupe(DedupeParams(**params)).apply(messages, ctx)
+    return apply(Dedupe(DedupeParams(**params)), messages, ctx)
 
 
 def pointer(call_id: str, text: str) -> str:
@@ -134,7 +135,7 @@ min_chars = st.sampled_from([0, 50, 200])
 @examples
 @given(with_repeats(), min_chars)
 def test_properties_over_conversations(counter: TokenCounter, messages: list[Message], minimum: int) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     snapshot = json.dumps(messages)
     out = dedupe(messages, ctx, min_chars=minimum)
     assert json.dumps(messages) == snapshot  # input untouched
@@ -156,7 +157,7 @@ def test_each_request_is_a_prefix_of_the_next(counter: TokenCounter, messages: l
     """The model answers at every assistant message, so each request is the conversation up to one: its
     compaction must be the same prefix of the next request's, byte for byte.
     """
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     whole = dedupe(messages, ctx, min_chars=minimum)
     for end in [k for k, m in enumerate(messages) if m["role"] == "assistant"]:
         assert json.dumps(dedupe(messages[:end], ctx, min_chars=minimum)) == json.dumps(whole[:end])

@@ -10,34 +10,62 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from strategies import BUILTINS, Chain, Context, Memo, ModelLimits, Registry, StepSpec, TokenCounter, format_chain
-from strategies.base import Message
+from strategies import (
+    BUILTINS,
+    Applied,
+    Chain,
+    Context,
+    Memo,
+    ModelLimits,
+    Params,
+    Registry,
+    StepSpec,
+    TokenCounter,
+    format_chain,
+)
+from strategies.conversation import tool_calls_of
 from strategies.digests import message_bytes
 from strategies.epochs import GEOMETRIC, EpochStrategy, request_ends
 from strategies.fit import Fit, FitParams
 from strategies.invariants import compaction_problems, pinned_indices
+from strategies.messages import Message
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
-from strategies.tool_pairs import tool_calls_of
 from tests.factories import agent_loop, call, client_requests, output, qa_chat, result, system, user
-from tests.strategies.generators import (
-    clear_tool_uses,
-    conversations,
-    fit,
-    middle_out,
-    prune_tool_outputs,
-    shorten_tools,
-    window,
-)
+from tests.strategies.generators import conversations, fit, middle_out, shorten_tools
+from tests.strategies.recording import RecordingContext, apply
 
 REGISTRY = Registry(BUILTINS)
+
+
+class TrimParams(Params):
+    max_chars: int = 100
+    epoch: int = 1
+    min_gain: float = 0.35
+
+
+class Trim(EpochStrategy[TrimParams]):
+    """prune_tool_outputs' rule with epochs on top: the smallest strategy that shows them at work."""
+
+    name = "trim_with_epochs"
+    params_model = TrimParams
+    summary = "A test strategy."
+
+    def epoch_calls(self) -> int:
+        return self.params.epoch
+
+    def min_gain(self) -> float:
+        return self.params.min_gain
+
+    def compact(self, messages: list[Message], ctx: Context) -> Applied:
+        return PruneToolOutputs(PruneToolOutputsParams(max_chars=self.params.max_chars)).apply(messages, ctx)
 
 
 def run(
     strategy: EpochStrategy[Any], messages: list[Message], counter: TokenCounter, memo: Memo | None = None
 ) -> tuple[list[Message], dict[str, Any]]:
-    ctx = Context(model="gpt-4o", tokens=counter, memo=memo)
-    return strategy.apply(messages, ctx), dict(ctx.details)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, memo=memo)
+    return apply(strategy, messages, ctx), dict(ctx.details)
 
 
 def as_bytes(messages: list[Message]) -> list[bytes]:
@@ -70,24 +98,24 @@ def test_a_jump_that_does_not_pay_for_the_rewritten_cache_waits(counter: TokenCo
     # at min_gain 0.35 but never at 1 (it would have to remove all it rewrites).
     request = [system("s"), user("task"), call("c0"), result("c0", output(0, 4000)), call("c1"), result("c1", "ok")]
     assert request_ends(request) == [2, 4, 6]
-    out, details = run(PruneToolOutputs(PruneToolOutputsParams(max_chars=100, epoch=1)), request, counter)
+    out, details = run(Trim(TrimParams(max_chars=100, epoch=1)), request, counter)
     assert details["jumps"] >= 1 and "[... output truncated ...]" in out[3]["content"]
-    out, details = run(PruneToolOutputs(PruneToolOutputsParams(max_chars=100, epoch=1, min_gain=1)), request, counter)
+    out, details = run(Trim(TrimParams(max_chars=100, epoch=1, min_gain=1)), request, counter)
     assert details["evaluated"] == 2 and details["jumps"] == 0 and out == request
 
 
 def test_a_jump_that_makes_the_request_longer_is_never_taken(counter: TokenCounter) -> None:
     # Cutting an 11-character result to 10 adds a longer note than it removes.
     conversation = [*agent_loop(3, 11)]
-    strategy = PruneToolOutputs(PruneToolOutputsParams(max_chars=10, epoch=1, min_gain=0.01))
+    strategy = Trim(TrimParams(max_chars=10, epoch=1, min_gain=0.01))
     out, details = run(strategy, conversation, counter)
     assert out == conversation
     assert details["evaluated"] >= 1 and details["jumps"] == 0
 
 
 def test_fit_jumps_only_when_the_request_would_pass_its_total(counter: TokenCounter) -> None:
-    strategy = Fit(FitParams(total=3000, epoch=10**9))
-    ctx = Context(model="gpt-4o", tokens=counter)
+    strategy = Fit(FitParams(total=3000, room=10**9))
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     for request in client_requests(qa_chat(300)):
         out, details = run(strategy, request, counter)
         assert ctx.count_request(out) <= 3000
@@ -95,10 +123,10 @@ def test_fit_jumps_only_when_the_request_would_pass_its_total(counter: TokenCoun
 
 
 def test_a_jump_of_fit_leaves_room_for_one_epoch(counter: TokenCounter) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     sizes = []
     for request in client_requests(qa_chat(300)):
-        out, details = run(Fit(FitParams(total=4000)), request, counter)  # epoch: half the total
+        out, details = run(Fit(FitParams(total=4000)), request, counter)  # room: half the total
         sizes.append(ctx.count_request(out))
         if details["epoch_boundary"] == len(request) and details["jumps"]:
             assert ctx.count_request(out) <= 2000
@@ -122,13 +150,11 @@ def test_a_different_model_or_parameter_does_not_reuse_the_memo(counter: TokenCo
     assert details["evaluated"] > 1
 
 
-# Every strategy with epochs, with epochs or a break-even rule switched on (else it is the rule alone).
-epoch_steps = st.one_of(shorten_tools, prune_tool_outputs, clear_tool_uses, window, fit, middle_out)
+# Every strategy with epochs, with epochs, a break-even rule or room switched on (else it is the rule alone).
+epoch_steps = st.one_of(shorten_tools, fit, middle_out)
 
 
-def growth(strategy: EpochStrategy[Any], messages: list[Message], ctx: Context) -> int:
-    if strategy.epoch_unit == "tokens":
-        return sum(ctx.count_message(m) for m in messages)
+def growth(messages: list[Message]) -> int:
     return sum(len(tool_calls_of(m)) for m in messages if m.get("role") == "assistant")
 
 
@@ -139,8 +165,8 @@ def test_between_two_jumps_every_request_extends_the_previous_byte_for_byte(
 ) -> None:
     [strategy] = Chain.parse(format_chain([spec]), REGISTRY).steps
     assert isinstance(strategy, EpochStrategy)
-    ctx = Context(model="gpt-4o", tokens=counter)
-    assume(strategy.epoch_size(ctx) or strategy.min_gain())
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
+    assume(not strategy.recomputed_every_request(ctx))
     memo = Memo(1_000_000) if with_memo else None
     previous: list[Message] = []
     boundary, length = 0, 0
@@ -154,8 +180,8 @@ def test_between_two_jumps_every_request_extends_the_previous_byte_for_byte(
         else:
             assert details["epoch_boundary"] == len(request)  # boundaries move only to a request's end
             forced = strategy.over_limit(ctx.count_request(staying), len(staying), ctx)
-            grown = growth(strategy, request[boundary:], ctx)
-            assert forced or (not strategy.jumps_at_limit_only and grown >= strategy.epoch_size(ctx))
+            grown = growth(request[boundary:])
+            assert forced or (not strategy.jumps_at_limit_only and grown >= strategy.epoch_calls())
             if not forced and as_bytes(out) != as_bytes(staying):
                 kept = 0
                 for old, new_message in zip(staying, out, strict=False):
@@ -181,7 +207,7 @@ def test_the_rule_is_evaluated_again_only_after_the_conversation_grew_by_an_eigh
     # A jump that never pays (min_gain 1) used to be tried again at every request end: n evaluations of
     # the whole prefix. Now at most about GEOMETRIC * ln(n) of them.
     conversation = agent_loop(3000, 10)
-    strategy = PruneToolOutputs(PruneToolOutputsParams(max_chars=5, epoch=1, min_gain=1))
+    strategy = Trim(TrimParams(max_chars=5, epoch=1, min_gain=1))
     _, details = run(strategy, conversation, counter)
     ends = len(request_ends(conversation))
     assert details["jumps"] == 0 and details["evaluated"] <= GEOMETRIC * (math.log(ends) + 1)
@@ -190,12 +216,12 @@ def test_the_rule_is_evaluated_again_only_after_the_conversation_grew_by_an_eigh
 def test_over_its_limit_a_rule_with_epochs_cuts_like_fit_and_leaves_half_the_limit(counter: TokenCounter) -> None:
     # shorten_tools cannot shorten a chat without tool calls: past the window it drops the oldest pairs.
     limits = ModelLimits(context_window=3000, max_output=500)
-    ctx = Context(model="gpt-4o", tokens=counter, limits=limits)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
     strategy = ShortenTools(ShortenToolsParams())
     limit = strategy.limit(ctx)
     sizes = []
     for request in client_requests(qa_chat(400)):
-        out = strategy.apply(request, ctx)
+        out = apply(strategy, request, ctx)
         assert compaction_problems(request, out) == []
         sizes.append(ctx.count_request(out))
     assert max(sizes) <= limit and min(sizes[200:]) <= limit // 2 + 30  # right after a cut: about half the limit
@@ -209,13 +235,13 @@ def test_with_a_small_window_requests_stay_valid_within_the_limit_and_extend_bet
 ) -> None:
     [strategy] = Chain.parse(format_chain([spec]), REGISTRY).steps
     assert isinstance(strategy, EpochStrategy)
-    ctx = Context(model="gpt-4o", tokens=counter, limits=ModelLimits(context_window=window, max_output=100))
-    assume(strategy.epoch_size(ctx) or strategy.min_gain())
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=ModelLimits(context_window=window, max_output=100))
+    assume(not strategy.recomputed_every_request(ctx))
     previous: list[Message] = []
     boundary = length = 0
     for request in client_requests(conversation):
-        ctx = Context(model="gpt-4o", tokens=counter, limits=ctx.limits)
-        out = strategy.apply(request, ctx)
+        ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=ctx.limits)
+        out = apply(strategy, request, ctx)
         assert compaction_problems(request, out) == []
         if ctx.details["epoch_boundary"] == boundary:
             assert as_bytes(out) == as_bytes(previous + request[length:])

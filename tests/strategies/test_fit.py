@@ -8,21 +8,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, ModelLimits, ModelTable, TokenCounter
-from strategies.base import Message
 from strategies.fit import Fit, FitParams
 from strategies.invariants import compaction_problems, pairing_problems
-from strategies.units import gather, pinned_units, split_units
+from strategies.layout import gather, pinned_units, split_units
+from strategies.messages import Message
 from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext, apply
 
 
 def fit(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return Fit(FitParams(**{**CUT_ALONE, **params})).apply(messages, ctx)
+    return apply(Fit(FitParams(**{**CUT_ALONE, **params})), messages, ctx)
 
 
 def context(counter: TokenCounter, window: int = 10_000, max_output: int = 1_000, **request: Any) -> Context:
     limits = ModelLimits(context_window=window, max_output=max_output)
-    return Context(model="gpt-4o", tokens=counter, limits=limits, request=request)
+    return RecordingContext(model="gpt-4o", tokens=counter, limits=limits, request=request)
 
 
 def test_a_request_within_total_is_forwarded_unchanged(ctx: Context) -> None:
@@ -90,7 +91,7 @@ def test_the_default_total_comes_from_the_model_table_and_the_request(counter: T
     messages = [user("hi")]
 
     def total(model: str, **request: Any) -> int:
-        ctx = Context(model=model, tokens=counter, limits=table.lookup(model), request=request)
+        ctx = RecordingContext(model=model, tokens=counter, limits=table.lookup(model), request=request)
         fit(messages, ctx)
         return int(ctx.details["total"])
 
@@ -143,7 +144,7 @@ def test_properties(
     limits: ModelLimits,
     request: dict[str, Any],
 ) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter, limits=limits, request=request)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits, request=request)
     snapshot = copy.deepcopy(messages)
     out = fit(messages, ctx, **params)
     assert json.dumps(messages) == json.dumps(snapshot)

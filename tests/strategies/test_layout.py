@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, TokenCounter
-from strategies.base import Message
 from strategies.epochs import request_ends
-from strategies.layout import Layout, fit_cut
+from strategies.layout import Layout, fit_cut, gather, pinned_units, split_units
+from strategies.messages import Message
 from strategies.middle_out import middle_cut
-from strategies.units import gather, pinned_units, split_units
 from tests.factories import agent_loop, assistant, qa_chat, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext
 
 
 def priced(messages: list[Message], ctx: Context) -> tuple[list[list[int]], set[int], list[int]]:
@@ -67,7 +67,7 @@ def test_a_prefix_ending_at_a_question_keeps_it_pinned_without_its_later_answer(
 def test_every_prefix_cuts_as_if_it_were_the_whole_request(
     counter: TokenCounter, conversation: list[Message], share: float, data: st.DataObject
 ) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     layout = Layout.of(conversation, ctx)
     for end in request_ends(conversation):
         prefix_messages = conversation[:end]

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import threading
 
-from strategies import Context, Memo, TokenCounter
+from strategies import Memo, TokenCounter
 from strategies.memo import ENTRY_OVERHEAD
 from strategies.minify import Minify, MinifyParams
 from tests.factories import agent_loop, result
+from tests.strategies.recording import RecordingContext
 
 
 def test_a_key_is_computed_once_then_remembered() -> None:
@@ -66,11 +67,11 @@ def test_concurrent_use_keeps_the_bound() -> None:
 def test_minify_with_a_memo_gives_the_same_messages_and_reuses_the_work(counter: TokenCounter) -> None:
     messages = [*agent_loop(3, 300), result("call_x", '{\n  "a": 1,\n  "b": [1, 2]\n}')]
     strategy = Minify(MinifyParams())
-    without = strategy.apply(messages, Context(model="gpt-4o", tokens=counter))
+    without = strategy.apply(messages, RecordingContext(model="gpt-4o", tokens=counter)).messages
     memo = Memo(1_000_000)
-    first = strategy.apply(messages, Context(model="gpt-4o", tokens=counter, memo=memo))
+    first = strategy.apply(messages, RecordingContext(model="gpt-4o", tokens=counter, memo=memo)).messages
     remembered = len(memo)
-    second = strategy.apply(messages, Context(model="gpt-4o", tokens=counter, memo=memo))
+    second = strategy.apply(messages, RecordingContext(model="gpt-4o", tokens=counter, memo=memo)).messages
     assert first == without == second
     assert first[-1]["content"] == '{"a":1,"b":[1,2]}'
     assert remembered == len([m for m in messages if m["role"] == "tool"])

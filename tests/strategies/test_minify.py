@@ -10,18 +10,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, TokenCounter
-from strategies.base import Message
-from strategies.content import is_tool_result, text_of
+from strategies.conversation import is_tool_result, text_of
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.messages import Message
 from strategies.minify import Minify, MinifyParams
 from tests.factories import assistant, call, legacy_call, legacy_result, parts, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext, apply
 
 LINE = "WARNING: deprecated call in module foo"  # 38 characters: 2 copies outweigh a marker
 
 
 def minify(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return Minify(MinifyParams(**params)).apply(messages, ctx)
+    return apply(Minify(MinifyParams(**params)), messages, ctx)
 
 
 def minified(text: str, ctx: Context, **params: Any) -> str:
@@ -163,7 +164,7 @@ min_repeats = st.integers(2, 5)
 @examples
 @given(conversations(), min_repeats)
 def test_properties_over_conversations(counter: TokenCounter, messages: list[Message], repeats: int) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     snapshot = json.dumps(messages)
     out = minify(messages, ctx, min_repeats=repeats)
     assert json.dumps(messages) == snapshot  # input untouched
@@ -189,7 +190,7 @@ def test_minify_never_changes_what_a_json_tool_result_says(
     counter: TokenCounter, value: Any, indent: int | str | None, ascii_only: bool, padding: str
 ) -> None:
     text = padding + json.dumps(value, indent=indent, ensure_ascii=ascii_only) + padding
-    after = minified(text, Context(model="gpt-4o", tokens=counter))
+    after = minified(text, RecordingContext(model="gpt-4o", tokens=counter))
     assert exact(after) == exact(text)
     try:
         compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -9,16 +9,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from strategies import Context, TokenCounter
-from strategies.base import Message
+from strategies import BUILTINS, Chain, Context, Registry, StepSpec, TokenCounter, format_chain
 from strategies.invariants import compaction_problems, pairing_problems
-from strategies.notes import Notes, NotesParams
+from strategies.layout import split_units
+from strategies.messages import Message
+from strategies.notes import NotesParams
 from strategies.notes_fold import NOTES_HEADER, NOTES_PREAMBLE, chunk_limit, read_transcript
 from strategies.notes_io import NotesUnavailable
-from strategies.units import split_units
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext
 from tests.support.summaries import DictNotes, DigestSummariser, digest
 
 
@@ -44,10 +45,14 @@ class Harness:
         return Context(model="gpt-4o", tokens=self.counter, summariser=self.summariser, notes_cache=self.cache)
 
     def run(self, messages: list[Message], **params: Any) -> list[Message]:
-        ctx = self.context()
-        out = Notes(NotesParams(**params)).apply(messages, ctx)
-        self.details = dict(ctx.details)
+        """notes through a chain, which runs its fallback chain when no notes can be had, as in the proxy."""
+        out, self.details = run_notes(messages, self.context(), **params)
         return out
+
+
+def run_notes(messages: list[Message], ctx: Context, **params: Any) -> tuple[list[Message], dict[str, Any]]:
+    result = Chain.parse(format_chain([StepSpec("notes", params)]), Registry(BUILTINS)).run(messages, ctx, trace=True)
+    return result.messages, result.steps[0].details
 
 
 def test_a_conversation_within_budget_is_forwarded_unchanged(counter: TokenCounter) -> None:
@@ -119,7 +124,7 @@ def test_a_summariser_failure_falls_back_to_window_with_the_same_budget(counter:
     harness.summariser.fail = NotesUnavailable("summariser_timeout", "no answer in 30 s")
     messages = booking_chat(20)
     out = harness.run(messages, budget=280)
-    expected = Window(WindowParams(budget=280)).apply(messages, Context(model="gpt-4o", tokens=counter))
+    expected = Window(WindowParams(budget=280)).apply(messages, Context(model="gpt-4o", tokens=counter)).messages
     assert out == expected
     assert harness.details["fallback"] == "summariser_timeout"
     assert harness.details["fallback_chain"] == "window(budget=280)"
@@ -133,15 +138,16 @@ def test_an_empty_answer_falls_back_and_is_not_cached(counter: TokenCounter) -> 
     harness.summariser.answer = lambda text: "  \n"
     out = harness.run(booking_chat(20), budget=280, fallback="fit(total=500)")
     assert harness.details["fallback"] == "summariser_empty" and harness.cache.notes == {}
-    assert Context(model="gpt-4o", tokens=counter).count_request(out) <= 500
+    assert RecordingContext(model="gpt-4o", tokens=counter).count_request(out) <= 500
 
 
 def test_without_a_summariser_notes_fall_back_only_when_a_fold_is_due(counter: TokenCounter) -> None:
     ctx = Context(model="gpt-4o", tokens=counter)
-    assert Notes(NotesParams(budget=280)).apply(booking_chat(5), ctx) == booking_chat(5)
-    assert "fallback" not in ctx.details
-    Notes(NotesParams(budget=280)).apply(booking_chat(20), ctx)
-    assert ctx.details["fallback"] == "no_summariser"
+    out, details = run_notes(booking_chat(5), ctx, budget=280)
+    assert out == booking_chat(5)
+    assert "fallback" not in details
+    _, details = run_notes(booking_chat(20), ctx, budget=280)
+    assert details["fallback"] == "no_summariser"
 
 
 def test_a_fold_over_the_summariser_context_is_split_and_folded_in_sequence(counter: TokenCounter) -> None:
@@ -203,13 +209,13 @@ def test_bad_parameters_are_refused() -> None:
     with pytest.raises(ValidationError):
         NotesParams(fallback="window(")
     with pytest.raises(ValidationError):
-        NotesParams(keep_ratio=0)
+        NotesParams(low_water=0)
 
 
 examples = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 notes_params = st.fixed_dictionaries(
     {"budget": st.one_of(st.integers(0, 300), st.integers(0, 3000))},
-    optional={"keep_ratio": st.sampled_from([0.1, 0.5, 0.9, 1.0]), "prepare_at": st.sampled_from([0.5, 0.8, 1.0])},
+    optional={"low_water": st.sampled_from([0.1, 0.5, 0.9, 1.0]), "prepare_at": st.sampled_from([0.5, 0.8, 1.0])},
 )
 
 

@@ -8,12 +8,13 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strategies import BUILTINS, Chain, Context, Registry, StepSpec, TokenCounter, format_chain, parse_chain
-from strategies.base import Message
-from strategies.content import is_tool_result, text_of
+from strategies import BUILTINS, Chain, Registry, StepSpec, TokenCounter, format_chain, parse_chain
+from strategies.conversation import is_tool_result, text_of
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.messages import Message
 from strategies.minify import minify_text
 from tests.strategies.generators import conversations, steps
+from tests.strategies.recording import RecordingContext
 
 MARKERS = (
     "Truncated (",
@@ -31,7 +32,7 @@ examples = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def run(chain: Chain, messages: list[Message], counter: TokenCounter) -> list[Message]:
-    return chain.run(messages, Context(model="gpt-4o", tokens=counter)).messages
+    return chain.run(messages, RecordingContext(model="gpt-4o", tokens=counter)).messages
 
 
 @examples

@@ -4,13 +4,14 @@ import copy
 import hashlib
 
 from strategies import Context
-from strategies.base import Message
+from strategies.messages import Message
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
-from tests.factories import RULE_ALONE, assistant, call, legacy_call, legacy_result, output, parts, result, system, user
+from tests.factories import assistant, call, legacy_call, legacy_result, output, parts, result, system, user
+from tests.strategies.recording import apply
 
 
 def prune(messages: list[Message], ctx: Context, **params: int) -> list[Message]:
-    return PruneToolOutputs(PruneToolOutputsParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
+    return apply(PruneToolOutputs(PruneToolOutputsParams(**params)), messages, ctx)
 
 
 def pruned(text: str, max_chars: int) -> str:

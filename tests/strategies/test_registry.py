@@ -13,7 +13,7 @@ from tests.factories import assistant, user
 SHORTEN_TOOLS_PARAMS = list(ShortenToolsParams.model_fields)
 
 SHOUT = """
-from strategies import Params, Strategy
+from strategies import Applied, Params, Strategy
 
 
 class ShoutParams(Params):
@@ -26,10 +26,10 @@ class Shout(Strategy[ShoutParams]):
     summary = "Upper-case the assistant's text."
 
     def apply(self, messages, ctx):
-        return [
+        return Applied([
             {**m, "content": m["content"].upper() + "!" * self.params.marks} if m["role"] == "assistant" else m
             for m in messages
-        ]
+        ])
 """
 
 

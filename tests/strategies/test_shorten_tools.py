@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from strategies import Context
-from strategies.base import Message
 from strategies.invariants import pairing_problems
+from strategies.messages import Message
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
 from tests.factories import (
     RULE_ALONE,
@@ -24,10 +24,11 @@ from tests.factories import (
     tool_call,
     user,
 )
+from tests.strategies.recording import apply
 
 
 def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return ShortenTools(ShortenToolsParams(**{**RULE_ALONE, **params})).apply(messages, ctx)
+    return apply(ShortenTools(ShortenToolsParams(**{**RULE_ALONE, **params})), messages, ctx)
 
 
 def truncated(text: str, keep: int) -> str:

@@ -10,18 +10,19 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from strategies import Context, Registry, StrategyError, TokenCounter
-from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.messages import Message
 from strategies.trim_bulky import REQUEST_TIMEOUT_SECONDS, SEARCH_TIMEOUT_SECONDS, TrimBulky, TrimBulkyParams
 from tests.factories import assistant, call, parts, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext, apply
 
 SEARCH = "Search results:\n1. A\n2. B\n3. C"
 STUB = "[Search results (3 options) shown to the user; omitted]"
 
 
 def trim(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return TrimBulky(TrimBulkyParams(**params)).apply(messages, ctx)
+    return apply(TrimBulky(TrimBulkyParams(**params)), messages, ctx)
 
 
 def chat(*replies: Any) -> list[Message]:
@@ -120,7 +121,7 @@ def chats(draw: st.DrawFn) -> list[Message]:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chats(), st.integers(0, 2))
 def test_invariants_hold(counter: TokenCounter, messages: list[Message], keep_last: int) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter)
     snapshot = copy.deepcopy(messages)
     out = trim(messages, ctx, keep_last=keep_last)
     assert json.dumps(messages) == json.dumps(snapshot)
@@ -137,7 +138,7 @@ def test_a_catastrophic_pattern_cannot_hold_the_worker(ctx: Context) -> None:
     # counts as no match, and says so.
     strategy = TrimBulky(TrimBulkyParams(patterns=["^(a|aa)+$", "^Search results:"], keep_last=0))
     messages = [user("q"), assistant("a" * 40 + "!\n1. x\n2. y"), assistant("Search results:\n1. z"), user("q2")]
-    out = strategy.apply(messages, ctx)
+    out = apply(strategy, messages, ctx)
     assert out[:2] == messages[:2]
     assert out[2]["content"] == "[Search results (1 options) shown to the user; omitted]"
     assert ctx.details["pattern_timeouts"] == 1
@@ -148,7 +149,7 @@ def test_the_searches_of_one_request_stop_once_they_took_the_request_time_limit(
     messages: list[Message] = [user("go")]
     for _ in range(600):
         messages += [assistant("a" * 25 + "!"), user("more")]
-    out = TrimBulky(TrimBulkyParams(patterns=("^(a|a)+$",), keep_last=0)).apply(messages, ctx)
+    out = apply(TrimBulky(TrimBulkyParams(patterns=("^(a|a)+$",), keep_last=0)), messages, ctx)
     assert out == messages
     assert ctx.details["search_time_exhausted"] is True
     assert 1 <= ctx.details["pattern_timeouts"] <= REQUEST_TIMEOUT_SECONDS / SEARCH_TIMEOUT_SECONDS + 1

@@ -8,23 +8,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, ModelLimits, TokenCounter
-from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
-from strategies.units import gather, pinned_units, split_units
+from strategies.layout import gather, pinned_units, split_units
+from strategies.messages import Message
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, call, calls, client_requests, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations
+from tests.strategies.recording import RecordingContext, apply
 
 
 def window(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
-    return Window(WindowParams(**params)).apply(messages, ctx)
+    return apply(Window(WindowParams(**params)), messages, ctx)
 
 
 def replay(conversation: list[Message], counter: TokenCounter, **params: Any) -> list[tuple[list[Message], Any]]:
     """Each request's compacted messages with what window reported."""
     outs = []
     for request in client_requests(conversation):
-        ctx = Context(model="gpt-4o", tokens=counter)
+        ctx = RecordingContext(model="gpt-4o", tokens=counter)
         outs.append((window(request, ctx, **params), dict(ctx.details)))
     return outs
 
@@ -103,7 +104,7 @@ def test_a_growing_agent_loop_keeps_its_compacted_prefix_until_the_cut_jumps(cou
 def test_stateless_the_same_input_gives_the_same_bytes(counter: TokenCounter) -> None:
     messages = agent_loop(40, 300)
     snapshot = copy.deepcopy(messages)
-    first = window(messages, Context(model="gpt-4o", tokens=counter), budget=2000)
+    first = window(messages, RecordingContext(model="gpt-4o", tokens=counter), budget=2000)
     second = window(snapshot, Context(model="gpt-4o", tokens=TokenCounter()), budget=2000)
     assert dumps(first) == dumps(second)
     assert dumps(messages) == dumps(snapshot)
@@ -111,7 +112,7 @@ def test_stateless_the_same_input_gives_the_same_bytes(counter: TokenCounter) ->
 
 def test_the_default_budget_leaves_room_for_tools_pinned_messages_and_the_question(counter: TokenCounter) -> None:
     limits = ModelLimits(context_window=10_000, max_output=1_000)
-    ctx = Context(model="gpt-4o", tokens=counter, limits=limits)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
     # Total 10000 - 1000 - 200 (2%); the question is under the allowance of 500 (5%), which is held back instead.
     steady = ctx.count_request(qa_chat(400)[:3])  # system and the first pair
     for pairs in (100, 400, 401):
@@ -125,7 +126,7 @@ def test_the_default_budget_leaves_room_for_tools_pinned_messages_and_the_questi
 
 
 def test_pinned_messages_over_the_default_total_report_overflow(counter: TokenCounter) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter, limits=ModelLimits(context_window=1000, max_output=100))
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=ModelLimits(context_window=1000, max_output=100))
     messages = [system(output(0, 5000)), user("go"), call("a"), result("a", "A"), user("?")]
     assert window(messages, ctx) == [messages[0], user("go"), user("?")]
     assert ctx.details["overflow"] is True and ctx.details["budget"] == 0
@@ -147,7 +148,7 @@ limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_ou
 def test_properties(
     counter: TokenCounter, messages: list[Message], params: dict[str, Any], limits: ModelLimits
 ) -> None:
-    ctx = Context(model="gpt-4o", tokens=counter, limits=limits)
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
     snapshot = copy.deepcopy(messages)
     out = window(messages, ctx, **params)
     assert dumps(messages) == dumps(snapshot)

@@ -1,4 +1,11 @@
-"""Tool calls and their results, found and removed together so no call or result is ever orphaned."""
+"""The conversation as the strategies see it: what a message says, who says it, which calls it makes and which
+call a result answers. Every strategy reads and rewrites messages through these functions, so a wire format
+whose items are mapped to chat messages (app.wire) gets every strategy unchanged; the message's own keys are
+read here and nowhere else.
+
+Content is a string, a list of content parts, or absent. A tool call and its result are found and removed
+together, so no call or result is ever orphaned.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,88 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Message
+from .messages import Message
+
+TOOL_RESULT_ROLES = frozenset({"tool", "function"})
+PINNED_ROLES = frozenset({"system", "developer"})
+
+
+def role(message: Message) -> Any:
+    return message.get("role")
+
+
+def is_user(message: Message) -> bool:
+    return message.get("role") == "user"
+
+
+def is_assistant(message: Message) -> bool:
+    return message.get("role") == "assistant"
+
+
+def is_pinned_role(message: Message) -> bool:
+    """System and developer messages: the instructions, forwarded as they came."""
+    return message.get("role") in PINNED_ROLES
+
+
+def makes_calls(message: Message) -> bool:
+    """An assistant message that calls tools (or the legacy function_call)."""
+    return "tool_calls" in message or "function_call" in message
+
+
+def is_text_reply(message: Message) -> bool:
+    """An assistant message that only says something."""
+    return is_assistant(message) and not makes_calls(message)
+
+
+def message_text(message: Message) -> str:
+    """The text the model reads in a message."""
+    return text_of(message.get("content"))
+
+
+def with_message_text(message: Message, new: str) -> Message:
+    """A copy of the message whose text is `new`, its content in the shape the client used."""
+    return {**message, "content": with_text(message.get("content"), new)}
+
+
+def result_id(message: Message) -> str | None:
+    """The call id a `tool` result answers; None for anything else (legacy `function` results have none)."""
+    call_id = message.get("tool_call_id")
+    return call_id if message.get("role") == "tool" and isinstance(call_id, str) else None
+
+
+TOOL_RESULT_ROLES = frozenset({"tool", "function"})
+
+
+def is_tool_result(message: Message) -> bool:
+    return message.get("role") in TOOL_RESULT_ROLES
+
+
+def text_of(content: Any) -> str:
+    """The text the model reads: a string as is, the text parts of a part list joined, else ''."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if _is_text_part(part) and isinstance(part.get("text"), str))
+    return ""
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text"
+
+
+def with_text(content: Any, text: str) -> Any:
+    """Content carrying `text` in the shape the client used. In a part list, the first text part takes the
+    text (keeping its other keys, such as cache_control) and the other text parts go; other parts stay.
+    """
+    if not isinstance(content, list):
+        return text
+    out: list[Any] = []
+    for part in content:
+        if not _is_text_part(part):
+            out.append(part)
+        elif not any(_is_text_part(p) for p in out):
+            out.append({**part, "text": text})
+    return out if any(_is_text_part(p) for p in out) else [{"type": "text", "text": text}, *out]
 
 
 @dataclass(frozen=True)

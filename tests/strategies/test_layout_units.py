@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from strategies.base import Message
+from strategies.conversation import find_pairs
 from strategies.invariants import pairing_problems
-from strategies.tool_pairs import find_pairs
-from strategies.units import Unit, gather, pinned_units, split_units
+from strategies.layout import Unit, gather, pinned_units, split_units
+from strategies.messages import Message
 from tests.factories import assistant, call, calls, legacy_call, legacy_result, result, system, user
 from tests.strategies.generators import conversations
 

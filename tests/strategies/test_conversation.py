@@ -1,14 +1,27 @@
+"""Reading and rewriting messages (strategies.conversation): their text, their calls and the results."""
+
 from __future__ import annotations
 
 import copy
 
-from strategies.tool_pairs import ToolPair, call_arguments, find_pairs, remove_pairs, with_arguments
+import pytest
+
+from strategies.conversation import (
+    ToolPair,
+    call_arguments,
+    find_pairs,
+    remove_pairs,
+    text_of,
+    with_arguments,
+    with_text,
+)
 from tests.factories import (
     assistant,
     call,
     calls,
     legacy_call,
     legacy_result,
+    parts,
     result,
     tool_call,
     user,
@@ -72,3 +85,33 @@ def test_call_arguments_and_with_arguments_address_one_call_by_id() -> None:
     assert call_arguments(message, "b") == '{"path": "b.py"}'  # the original is untouched
     legacy = with_arguments(legacy_call("ls", {"dir": "."}), {None: "{}"})
     assert call_arguments(legacy, None) == "{}"
+
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        ("plain", "plain"),
+        ([{"type": "text", "text": "a"}, IMAGE, {"type": "text", "text": "b"}], "ab"),
+        ([{"type": "text", "text": None}, "stray", {"type": "text"}], ""),
+        (None, ""),
+    ],
+)
+def test_text_of_reads_strings_and_text_parts(content: object, text: str) -> None:
+    assert text_of(content) == text
+
+
+def test_with_text_keeps_the_shape_and_the_non_text_parts() -> None:
+    assert with_text("old", "new") == "new"
+    assert with_text(parts("old"), "new") == parts("new")
+    content = [{"type": "text", "text": "a"}, IMAGE, {"type": "text", "text": "b"}]
+    assert with_text(content, "new") == [{"type": "text", "text": "new"}, IMAGE]
+    assert content[0] == {"type": "text", "text": "a"}  # not mutated
+
+
+def test_with_text_keeps_the_first_text_parts_other_keys_and_place() -> None:
+    cached = {"type": "text", "text": "old", "cache_control": {"type": "ephemeral"}}
+    assert with_text([IMAGE, cached, parts("more")[0]], "new") == [IMAGE, {**cached, "text": "new"}]
+    assert with_text([IMAGE], "new") == [{"type": "text", "text": "new"}, IMAGE]
