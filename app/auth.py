@@ -58,10 +58,6 @@ class Keys:
         # With keys of its own the proxy decides what goes upstream; otherwise the client does.
         self._replace = bool(self._accepted or self._upstream)
 
-    @property
-    def required(self) -> bool:
-        return bool(self._accepted)
-
     def check(self, authorization: str | None) -> None:
         """Raises a 401 ApiError unless `Authorization: Bearer <one of api_keys>` was sent (or none are set)."""
         if not self._accepted:

@@ -1,13 +1,14 @@
-"""From a raw chat request to the bytes sent upstream: pick the chain, run it off the event loop, in a lane
-(app.lanes), within the request's compaction deadline.
+"""From a raw request to the bytes sent upstream: pick the chain, run it off the event loop, in a lane
+(app.lanes), within the request's compaction deadline, with what the chain needs for this client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from starlette.requests import Request
 
 from strategies import (
     Chain,
@@ -23,18 +24,16 @@ from strategies import (
 )
 from strategies.deadline import CompactionStopped, Deadline
 
+from .auth import Keys
 from .errors import ApiError
-from .headers import RawHeaders
-from .jsonbody import dump_body, parse_chat_body
-from .lanes import Lanes
+from .headers import FALLBACK, INTERNAL, PREFIX, STRATEGIES, TOKENS_AFTER, TOKENS_BEFORE, RawHeaders
+from .lanes import Lanes, unless_disconnected
+from .notes import NotesRuntime, NotesTools
+from .prefix_tracking import Outcome, PrefixTracker
 from .request_policy import RequestPolicy
-from .settings import DEFAULT_MAX_JSON_DEPTH
+from .settings import Settings
+from .wire import ChatCompletions, Parsed, WireFormat
 
-if TYPE_CHECKING:
-    from .notes import NotesTools
-    from .prefix_tracking import Outcome, PrefixTracker
-
-STRATEGIES_HEADER = "x-compaction-strategies"
 DEADLINE_FALLBACK = "compaction_deadline"
 logger = logging.getLogger("compaction_proxy.compaction")
 
@@ -54,14 +53,14 @@ class Compacted:
         return cls(raw, chain, ChainResult([], 0, 0), fallback=reason, counted=False)
 
     def response_headers(self) -> RawHeaders:
-        headers = [(b"x-compaction-strategies", self.chain.spec.encode())]
+        headers = [(STRATEGIES, self.chain.spec.encode())]
         if self.counted:
-            headers.append((b"x-compaction-tokens-before", str(self.result.tokens_before).encode()))
-            headers.append((b"x-compaction-tokens-after", str(self.result.tokens_after).encode()))
+            headers.append((TOKENS_BEFORE, str(self.result.tokens_before).encode()))
+            headers.append((TOKENS_AFTER, str(self.result.tokens_after).encode()))
         if self.fallback:
-            headers.append((b"x-compaction-fallback", self.fallback.encode()))
+            headers.append((FALLBACK, self.fallback.encode()))
         if self.prefix:
-            headers.append((b"x-compaction-prefix", self.prefix.encode()))
+            headers.append((PREFIX, self.prefix.encode()))
         return headers
 
 
@@ -70,56 +69,51 @@ def _unchanged(before: list[Any], after: list[Any]) -> bool:
 
 
 class Compactor:
+    """Built once per app (create_app); compacts each request with the app's caches and services."""
+
     def __init__(
         self,
+        settings: Settings,
         registry: Registry,
         counter: TokenCounter,
         models: ModelTable,
-        default_chain: str,
-        configured: Mapping[str, Mapping[str, Any]],
         *,
-        lanes: Lanes,
-        policy: RequestPolicy,
-        deadline_seconds: float | None = None,
-        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
-        fail_open: bool = True,
         memo: Memo | None = None,
+        keys: Keys | None = None,
+        notes: NotesRuntime | None = None,
+        prefix: PrefixTracker | None = None,
     ) -> None:
-        """Raises ValueError, naming the setting, when the configured chain or parameters are invalid.
-
-        policy: which config-only parameters a request's header may set.
-        deadline_seconds: how long one request's compaction may take (None: no limit).
-        fail_open: when a strategy raises, forward the request uncompacted (True) or answer 500 (False).
+        """Raises ValueError, naming the setting, when the configured chain, parameters or request_parameters
+        are invalid. keys: who a request comes from (prefix and notes state are kept per client); notes: the
+        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off).
         """
+        configured = settings.strategies
         for name, params in configured.items():
             try:
                 registry.params_for(name, params)
             except StrategyError as exc:
                 raise ValueError(f"strategies.{name}: {exc}") from None
         try:
-            self.default_chain = Chain.parse(default_chain, registry, configured)
+            self.default_chain = Chain.parse(settings.default_strategies, registry, configured)
         except (ChainSyntaxError, StrategyError) as exc:
             raise ValueError(f"default_strategies: {exc}") from None
+        self.settings = settings
         self.registry = registry
         self.counter = counter
         self.models = models
-        self.configured = configured
-        self.fail_open = fail_open
         self.memo = memo
-        self.lanes = lanes
-        self.policy = policy
-        self.deadline_seconds = deadline_seconds
-        self.max_json_depth = max_json_depth
-
-    def deadline(self) -> Deadline:
-        """A new request's deadline, started now."""
-        return Deadline(self.deadline_seconds)
+        self.keys = keys
+        self.notes = notes
+        self.prefix = prefix
+        self.lanes = Lanes(settings)
+        self.policy = RequestPolicy(registry, settings.request_parameters, settings.summariser_models)
+        self.deadline_seconds: float | None = settings.compaction_deadline_seconds
 
     def chain_for(self, header: str | None) -> Chain:
         if header is None:
             return self.default_chain
         try:
-            chain = Chain.parse(header, self.registry, self.configured)
+            chain = Chain.parse(header, self.registry, self.settings.strategies)
         except ChainSyntaxError as exc:
             raise ApiError(
                 400,
@@ -134,32 +128,37 @@ class Compactor:
         self.policy.check(parse_chain(header))
         return chain
 
-    async def compact(
-        self,
-        raw: bytes,
-        header: str | None,
-        deadline: Deadline,
-        *,
-        trace: bool = False,
-        notes: NotesTools | None = None,
-        prefix: PrefixTracker | None = None,
-        scope: bytes = b"",
-    ) -> Compacted:
-        """Raises ApiError for a bad header or body (or a full lane), CompactionStopped("cancelled") when the
-        deadline is cancelled (the client went away). Past the deadline: the request uncompacted.
-        scope: the client's (Keys.client_scope), which prefix tracking keeps its state under.
+    async def compact_request(
+        self, request: Request, raw: bytes, *, tracked: bool, wire: WireFormat | None = None
+    ) -> Compacted | None:
+        """The request's body compacted, or None when the client went away meanwhile (the work then stops).
+        Raises ApiError for a bad header or body, or a full lane. Past the deadline: the body as it came.
+        tracked: report what it does to the provider's prompt cache (X-Compaction-Prefix).
         """
-        chain = self.chain_for(header)
+        internal = request.headers.get(INTERNAL.decode()) is not None
+        # A summariser call of a proxy (this one's, looped back by configuration, or another's) is never
+        # compacted nor tracked, whatever else it says: its input is what is being summarised.
+        chain = self.chain_for("none" if internal else request.headers.get(STRATEGIES.decode()))
+        deadline = Deadline(self.deadline_seconds)
+        # Who asks (authenticate has accepted the key): what the proxy keeps for a client is kept per client.
+        scope = self.keys.client_scope(request.headers.raw) if self.keys is not None else b""
+        notes = None
+        if chain.uses_summariser and self.notes is not None:
+            notes = self.notes.for_request(request.headers.raw, deadline, scope)
+        prefix = self.prefix if tracked and not internal else None
         lane = self.lanes.for_body(len(raw))
+
+        def work() -> Compacted:
+            return self.compact_sync(raw, chain, wire or ChatCompletions(), deadline, notes, prefix, scope)
+
         try:
             # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
             # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
-            return await lane.run(
-                lambda: self.compact_sync(raw, chain, deadline, trace, notes, prefix, scope), len(raw), deadline
-            )
+            return await unless_disconnected(request, deadline, lambda: lane.run(work, len(raw), deadline))
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
-                raise
+                logger.info("the client went away during compaction; it was stopped")
+                return None
             logger.warning("compaction passed its deadline waiting for a thread; forwarding uncompacted")
             return Compacted.uncompacted(raw, chain, DEADLINE_FALLBACK)
         finally:
@@ -169,53 +168,45 @@ class Compactor:
         self,
         raw: bytes,
         chain: Chain,
+        wire: WireFormat,
         deadline: Deadline | None = None,
-        trace: bool = False,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
         scope: bytes = b"",
     ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
         CompactionStopped("cancelled") once the deadline is cancelled.
-
-        notes: the summariser and cache for the notes strategy; without them it falls back.
-        prefix: judges the forwarded messages against the conversation's previous request; None: not tracked.
         """
-        body, stdlib = parse_chat_body(raw, self.max_json_depth)
-        messages = body["messages"]
-        model = body.get("model")
-        model = model if isinstance(model, str) else ""
+        parsed = wire.parse(raw, self.settings.max_json_depth)
         ctx = Context(
-            model=model,
+            model=parsed.model,
             tokens=self.counter,
-            request={k: v for k, v in body.items() if k != "messages"},
-            limits=self.models.lookup(model),
+            request=parsed.request,
+            limits=self.models.lookup(parsed.model),
             summariser=notes.summariser if notes else None,
             notes_cache=notes.cache if notes else None,
-            chains=self.parse_configured,
             memo=self.memo,
             deadline=deadline,
         )
-        compacted = self._run(raw, body, stdlib, chain, ctx, trace)
-        if prefix is None:
+        compacted = self._run(raw, parsed, wire, chain, ctx)
+        if prefix is None or not compacted.counted:
             return compacted
         # ctx.digest: the token counts already hashed every message, original and forwarded.
-        outcome = prefix.observe(model, messages, compacted.result.messages, ctx.digest, scope=scope)
+        outcome = prefix.observe(parsed.model, parsed.messages, compacted.result.messages, ctx.digest, scope=scope)
         return replace(compacted, prefix=outcome)
 
-    def _run(
-        self, raw: bytes, body: dict[str, Any], stdlib: bool, chain: Chain, ctx: Context, trace: bool
-    ) -> Compacted:
-        messages = body["messages"]
+    def _run(self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context) -> Compacted:
+        messages = parsed.messages
         try:
-            result = chain.run(messages, ctx, trace=trace)
+            # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
+            result = chain.run(messages, ctx, trace=True)
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise
             logger.warning("compaction with %s passed its deadline; forwarding uncompacted", chain.spec)
             return Compacted.uncompacted(raw, chain, DEADLINE_FALLBACK)
         except Exception:
-            if not self.fail_open:
+            if self.settings.on_strategy_error == "fail":
                 logger.exception("strategy chain %s failed; answering 500", chain.spec)
                 raise ApiError(
                     500,
@@ -231,8 +222,4 @@ class Compactor:
         if _unchanged(messages, result.messages):
             # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
             return Compacted(raw, chain, result, fallback=result.fallback)
-        return Compacted(dump_body({**body, "messages": result.messages}, stdlib), chain, result, result.fallback)
-
-    def parse_configured(self, text: str) -> Chain:
-        """A chain from its text with the configured parameters (the notes strategy's fallback chain)."""
-        return Chain.parse(text, self.registry, self.configured)
+        return Compacted(wire.render(parsed, result.messages), chain, result, result.fallback)

@@ -21,6 +21,16 @@ HOP_BY_HOP = frozenset(
     }
 )
 COMPACTION_PREFIX = b"x-compaction-"
+# The proxy's own headers, the only places their names are written (lower case, as ASGI gives them). None of
+# them is ever forwarded upstream (COMPACTION_PREFIX).
+STRATEGIES = b"x-compaction-strategies"  # request: the chain; response: the chain that ran
+INTERNAL = b"x-compaction-internal"  # request: a proxy's own summariser call, never compacted
+TOKENS_BEFORE = b"x-compaction-tokens-before"
+TOKENS_AFTER = b"x-compaction-tokens-after"
+FALLBACK = b"x-compaction-fallback"
+PREFIX = b"x-compaction-prefix"
+REQUEST_ID = b"x-compaction-request-id"
+CLIENT_REQUEST_ID = b"x-request-id"  # the client's own id, which REQUEST_ID echoes
 # Recomputed for the body actually sent, or describing the upstream server rather than the proxy.
 _NOT_TO_UPSTREAM = frozenset({b"host", b"content-length", b"accept-encoding"})
 _NOT_TO_CLIENT = frozenset({b"content-length", b"date", b"server", b"set-cookie", b"alt-svc"})

@@ -5,15 +5,20 @@ to keep the event loop free. A body of at least `large_request_bytes` goes to th
 whose queue is bounded in bytes: past it the request is refused at once (503, Retry-After) rather than held in
 memory. Every other body goes to the small lane, which large requests never occupy. Waiting counts against the
 request's compaction deadline like the work itself.
+
+A thread cannot be interrupted from outside: the work stops at its next checkpoint once its Deadline is cancelled,
+which unless_disconnected does when the client disconnects while the work runs, or when the request itself is
+cancelled (the server's shutdown past its grace period), so no thread goes on computing for nobody.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 import anyio.to_thread
+from starlette.requests import Request
 
 from strategies.deadline import CompactionStopped, Deadline
 
@@ -102,3 +107,31 @@ class Lanes:
 
     def stats(self) -> dict[str, dict[str, int | None]]:
         return {"small": self.small.stats(), "large": self.large.stats()}
+
+
+async def unless_disconnected(request: Request, deadline: Deadline, work: Callable[[], Awaitable[T]]) -> T:
+    """await work(), cancelling `deadline` if the client goes away meanwhile or this task is cancelled.
+    The request's body must have been read: the next message the server sends is then the disconnect.
+    """
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        deadline.cancel()
+
+    error: Exception | None = None
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            try:
+                value = await work()
+            except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
+                error = exc
+            finally:
+                group.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():
+        deadline.cancel()
+        raise
+    if error is not None:
+        raise error
+    return value

@@ -15,15 +15,14 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import InternalErrorMiddleware, install_error_handlers
-from .lanes import Lanes
 from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
 from .notes import NotesRuntime
+from .notes_cache import CacheError
 from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
-from .request_policy import RequestPolicy
 from .routes import chat, health, passthrough
 from .services import Services, authenticate
 from .settings import Settings
@@ -54,32 +53,35 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             settings.models,
             ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output),
         )
-        compactor = Compactor(
-            registry,
-            counter,
-            models,
-            settings.default_strategies,
-            settings.strategies,
-            lanes=Lanes(settings),
-            policy=RequestPolicy(registry, settings.request_parameters, settings.summariser_models),
-            deadline_seconds=settings.compaction_deadline_seconds,
-            max_json_depth=settings.max_json_depth,
-            fail_open=settings.on_strategy_error == "forward",
-            memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
-        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     # prometheus_client's own switch, read by it at import: follow it, so what is written is what is exposed.
     metrics = Metrics(os.environ.get(MULTIPROCESS_DIR_ENV) or None)
     readiness = Readiness()
+    upstream = Upstream(settings, keys, metrics)
+    try:
+        prefix = PrefixTracker.open(settings) if settings.prefix_tracking else None
+        notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics)
+    except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
+        raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
+    try:
+        compactor = Compactor(
+            settings,
+            registry,
+            counter,
+            models,
+            memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
+            keys=keys,
+            notes=notes,
+            prefix=prefix,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    services = Services(settings, compactor, upstream, keys, metrics, readiness)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # First: when its cache cannot be opened, nothing else has been started yet.
-        prefix = await PrefixTracker.open(settings) if settings.prefix_tracking else None
-        upstream = Upstream(settings, keys, metrics)
-        notes = await NotesRuntime.start(settings, keys, compactor.models, upstream.client, metrics)
-        app.state.services = Services(settings, compactor, upstream, keys, metrics, readiness, notes, prefix)
+        await notes.start()
         # Load the default encoding now rather than on the first request (about 0.3 s).
         await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
         readiness.start()
@@ -105,6 +107,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         # with a redirect built from the client's Host header: a 404 in OpenAI's shape instead.
         redirect_slashes=False,
     )
+    app.state.services = services
     # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
     app.state.readiness = readiness
     install_error_handlers(app)

@@ -1,4 +1,4 @@
-"""Everything the notes strategy gets from the app, built once per app in its lifespan: the notes cache
+"""Everything the notes strategy gets from the app, built once per app in create_app: the notes cache
 (COMPACTION_CACHE_URL) with single flight, the summariser on the pooled upstream client, and the background
 task set that makes folds ahead of need.
 """
@@ -63,29 +63,37 @@ class NotesRuntime:
         self.store = store
         self.background = background
         self.summarisers = summarisers
+        self.cache_url = ""
 
     @classmethod
-    async def start(
+    def build(
         cls, settings: Settings, keys: Keys, models: ModelTable, client: httpx.AsyncClient, metrics: Metrics
     ) -> NotesRuntime:
-        """Raises CacheError when the cache cannot be opened (a SQLite file that cannot be created)."""
+        """Raises CacheError when the cache cannot be opened (a SQLite file that cannot be created). A Redis that
+        cannot be reached is not fatal: notes fall back (notes_cache_error) until it is (see start).
+        """
         ttl, size = settings.cache_ttl_seconds, settings.cache_max_entries
-        backend = await anyio.to_thread.run_sync(lambda: open_backend(settings.cache_url, ttl=ttl, max_entries=size))
-        ping = getattr(backend, "ping", None)
-        if ping is not None:
-            try:
-                await anyio.to_thread.run_sync(ping)
-            except CacheError as exc:
-                # Not fatal: notes fall back (notes_cache_error) until the cache is reachable.
-                logger.warning("notes cache %s is not reachable yet: %s", settings.cache_url.split("@")[-1], exc)
+        backend = open_backend(settings.cache_url, ttl=ttl, max_entries=size)
         background = Background(settings.notes_ahead_max)
-        await background.start()
         store = NotesStore(
             backend,
             lock_seconds=settings.summariser_timeout + LOCK_MARGIN_SECONDS,
             submit=background.submit_from_thread if settings.notes_ahead_max > 0 else None,
         )
-        return cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
+        runtime = cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
+        runtime.cache_url = settings.cache_url
+        return runtime
+
+    async def start(self) -> None:
+        """Start the task set that makes folds ahead of need (in the lifespan), and say if the cache is down."""
+        await self.background.start()
+        ping = getattr(self.store.backend, "ping", None)
+        if ping is not None:
+            try:
+                await anyio.to_thread.run_sync(ping)
+            except CacheError as exc:
+                # Only the host: the URL may hold a password.
+                logger.warning("notes cache %s is not reachable yet: %s", self.cache_url.split("@")[-1], exc)
 
     def for_request(self, headers: RawHeaders, deadline: Deadline, scope: bytes) -> NotesTools:
         return NotesTools(self.summarisers.for_request(headers, deadline), ScopedNotes(self.store, scope.hex()))

@@ -12,8 +12,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import anyio.to_thread
-
 from strategies.digests import message_digest, prefix_digests
 
 from .notes_cache import Backend, CacheError, open_backend
@@ -63,13 +61,13 @@ class PrefixTracker:
         self.backend = backend
 
     @classmethod
-    async def open(cls, settings: Settings) -> PrefixTracker:
+    def open(cls, settings: Settings) -> PrefixTracker:
         """A backend of its own on cache_url: the TTL is set per backend object, and this state lives an hour,
         not the notes' week; with memory:// its LRU then never evicts notes, which cost a summariser call each.
         Raises CacheError when the cache cannot be opened (a SQLite file that cannot be created).
         """
         url, ttl, size = settings.cache_url, settings.prefix_tracking_ttl_seconds, settings.cache_max_entries
-        return cls(await anyio.to_thread.run_sync(lambda: open_backend(url, ttl=ttl, max_entries=size)))
+        return cls(open_backend(url, ttl=ttl, max_entries=size))
 
     def observe(
         self,

@@ -11,8 +11,8 @@ from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-REQUEST_ID_HEADER = b"x-request-id"
-RESPONSE_HEADER = b"x-compaction-request-id"
+from .headers import CLIENT_REQUEST_ID, REQUEST_ID
+
 MAX_LENGTH = 128
 
 # Read by the log formatter. Context variables follow the request into anyio worker threads and tasks.
@@ -35,7 +35,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        sent = [value for name, value in scope["headers"] if name.lower() == REQUEST_ID_HEADER]
+        sent = [value for name, value in scope["headers"] if name.lower() == CLIENT_REQUEST_ID]
         rid = sanitise(sent[0]) if sent else uuid.uuid4().hex
         # Not reset afterwards on purpose: the server runs each request in a task of its own, whose context
         # dies with it, and its own last lines for this request (an unfinished response) still get the id.
@@ -44,8 +44,8 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [(n, v) for n, v in message.get("headers", []) if n.lower() != RESPONSE_HEADER]
-                message = {**message, "headers": [*headers, (RESPONSE_HEADER, raw_id)]}
+                headers = [(n, v) for n, v in message.get("headers", []) if n.lower() != REQUEST_ID]
+                message = {**message, "headers": [*headers, (REQUEST_ID, raw_id)]}
             await send(message)
 
         await self.app(scope, receive, send_with_id)

@@ -9,23 +9,21 @@ from fastapi import Request
 from .auth import Keys
 from .compaction import Compactor
 from .metrics import Metrics
-from .notes import NotesRuntime
-from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .settings import Settings
 from .upstream import Upstream
 
 
-@dataclass
+@dataclass(frozen=True)
 class Services:
+    """Built whole in create_app; the lifespan only starts and stops what runs in the background."""
+
     settings: Settings
-    compactor: Compactor
+    compactor: Compactor  # with the notes runtime and the prefix tracker it uses
     upstream: Upstream
     keys: Keys
     metrics: Metrics
     readiness: Readiness
-    notes: NotesRuntime | None = None  # None until the lifespan has started it
-    prefix: PrefixTracker | None = None  # None when prefix_tracking is off
 
 
 def services(request: Request) -> Services:

@@ -19,19 +19,18 @@ import httpx
 import orjson
 
 from strategies import Message, ModelTable
-from strategies.content import text_of
+from strategies.conversation import text_of
 from strategies.deadline import Deadline
 from strategies.notes_io import SUMMARISER_ERROR, SUMMARISER_LIMIT, SUMMARISER_TIMEOUT, NotesUnavailable
 
 from .auth import Keys
-from .headers import RawHeaders
+from .headers import INTERNAL, STRATEGIES, RawHeaders
 from .settings import Settings
 
 logger = logging.getLogger("compaction_proxy.summariser")
-INTERNAL_HEADER = "x-compaction-internal"
 # Marks the call, so that a proxy receiving it (this one, if the summariser URL points back at it, or another
 # one in front of the model) forwards it uncompacted instead of summarising the summariser's input.
-MARKERS: RawHeaders = [(b"x-compaction-strategies", b"none"), (INTERNAL_HEADER.encode(), b"summariser")]
+MARKERS: RawHeaders = [(STRATEGIES, b"none"), (INTERNAL, b"summariser")]
 # The client's credentials that go with a summariser call made on its behalf.
 _CREDENTIALS = (b"authorization", b"openai-organization", b"openai-project")
 

@@ -25,9 +25,9 @@ from typing import Any
 import tiktoken
 
 from strategies import Message
-from strategies.base import REPLY_PRIMING
-from strategies.content import text_of
+from strategies.conversation import text_of
 from strategies.digests import message_bytes
+from strategies.messages import REPLY_PRIMING
 
 START, SEPARATOR, END, NAME = -1, -2, -3, -4
 OPENAI_MIN_PREFIX, OPENAI_STEP = 1024, 128

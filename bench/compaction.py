@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from strategies import Chain, ChainSyntaxError, ModelTable, Registry, StrategyError
-from strategies.base import Context
 from strategies.budget import default_total
+from strategies.context import Context
 
 from . import default_choice, judge, report, report_default
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default

@@ -26,9 +26,8 @@ from typing import Any
 
 import httpx
 
-from strategies import Context, Message, TokenCounter
-from strategies.content import text_of
-from strategies.notes import Notes, NotesParams
+from strategies import BUILTINS, Chain, Context, Message, Registry, TokenCounter
+from strategies.conversation import text_of
 from strategies.notes_fold import NO_NOTES, read_transcript
 from strategies.notes_io import NotesUnavailable
 from strategies.window import Window, WindowParams
@@ -207,17 +206,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         summariser = StandInSummariser(args.max_words)
     cache = CountingCache()
-    notes = Notes(NotesParams(budget=args.budget, max_words=args.max_words))
+    # A chain, not the strategy alone: it is the chain that runs notes' fallback when no notes can be had.
+    notes = Chain.parse(f"notes(budget={args.budget},max_words={args.max_words})", Registry(BUILTINS))
     window = Window(WindowParams(budget=args.budget))
     notes_outs, window_outs, waited, fallbacks, used = [], [], 0, 0, 0
     for request in sent:
         ctx = Context(model=args.model, tokens=counter, summariser=summariser, notes_cache=cache)
-        notes_outs.append(notes.apply(request, ctx))
-        waited += bool(ctx.details.get("summariser_calls"))
-        fallbacks += "fallback" in ctx.details
-        used = ctx.details.get("chunks", used)
+        result = notes.run(request, ctx, trace=True)
+        notes_outs.append(result.messages)
+        details = result.steps[0].details
+        waited += bool(details.get("summariser_calls"))
+        fallbacks += result.fallback is not None
+        used = details.get("chunks", used)
         cache.run_ahead()
-        window_outs.append(window.apply(request, Context(model=args.model, tokens=counter)))
+        window_outs.append(window.apply(request, Context(model=args.model, tokens=counter)).messages)
     last = Context(model=args.model, tokens=counter)
     return {
         "requests": len(sent),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strategies import Message
-from strategies.content import text_of
+from strategies.conversation import text_of
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from app.errors import ApiError
-from app.jsonbody import parse_chat_body
+from app.jsonbody import parse_object
 from tests.app.conftest import ProxyFactory
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Canned, StandInUpstream
@@ -129,9 +129,9 @@ def test_a_body_at_the_depth_limit_is_forwarded_as_sent(proxy: LoopbackServer, u
 
 
 def test_the_depth_limit_is_the_one_given() -> None:
-    parse_chat_body(nested_body(10), max_depth=10)
+    parse_object(nested_body(10), max_depth=10)
     with pytest.raises(ApiError, match=r"\(10 levels;") as raised:
-        parse_chat_body(nested_body(11), max_depth=10)
+        parse_object(nested_body(11), max_depth=10)
     assert (raised.value.status, raised.value.code) == (400, "too_deep")
 
 

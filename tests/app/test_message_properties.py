@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import format_chain
-from strategies.base import Message
 from strategies.invariants import pairing_problems
+from strategies.messages import Message
 from tests.strategies.generators import conversations
 from tests.strategies.test_properties import steps
 from tests.support.servers import LoopbackServer

@@ -36,7 +36,7 @@ def test_fit_and_middle_out_on_60000_one_character_messages_cut_a_bounded_number
     proxy: LoopbackServer,
 ) -> None:
     messages = one_character_chat(60_000)  # about 2 MB
-    for chain in ("fit(total=1200)", "middle_out(budget=1200)"):
+    for chain in ("fit(total=1200)", "middle_out(total=1200)"):  # the issue sent budget=, its old name
         answer = steps(proxy, chain, messages)
         [step] = answer["steps"]
         # Each cut leaves half the total free, so there is one per 600 tokens of growth at most; each costs what
