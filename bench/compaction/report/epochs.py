@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ..chains import EpochPair
+from ..corpora import Corpus
+from ..replay import ChainRun
 from .cells import facts, share
-from .chains import EpochPair
-from .corpora import Corpus
-from .replay import ChainRun
 
 TITLE = "Epochs: each rule alone vs with epochs"
 AGENT_CORPORA = ("tau", "bfcl", "agent")

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from .processes import Server, free_port
+from .. import CHECKOUT
+from ..processes import Server, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 # Variables that would change what a server under test does, inherited from whoever runs the benchmark.
 _OWN_PREFIXES = ("COMPACTION_", "LITELLM_", "HEADROOM_", "OPENAI_")
 
@@ -127,7 +127,7 @@ def compaction_proxy(chain: str | None) -> Target:
     def prepare(upstream: str, port: int, scratch: Path) -> Launch:
         # Run from the checkout, so `python -m app` is this tree's code whether or not it is installed.
         argv = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port), "--upstream", upstream]
-        return Launch(argv, cwd=ROOT)
+        return Launch(argv, cwd=CHECKOUT)
 
     label = "default chain" if chain is None else chain
     headers = {} if chain is None else {"X-Compaction-Strategies": chain}
@@ -144,8 +144,8 @@ def _own_version() -> str:
 
 
 def find_peer(flag: str | None, venv: str, command: str) -> Path:
-    """The peer's executable: the flag if given, else ROOT/<venv>/bin/<command>, else on PATH."""
-    candidates = [Path(flag)] if flag else [ROOT / venv / "bin" / command]
+    """The peer's executable: the flag if given, else CHECKOUT/<venv>/bin/<command>, else on PATH."""
+    candidates = [Path(flag)] if flag else [CHECKOUT / venv / "bin" / command]
     on_path = shutil.which(command)
     if not flag and on_path:
         candidates.append(Path(on_path))

@@ -37,8 +37,9 @@ from app.settings import Settings
 from strategies import Chain, Encodings, Memo, ModelTable, Registry, TokenCounter
 from strategies.notes_io import SUMMARISER_LIMIT, NotesUnavailable
 
-from .docs_block import replace_block
-from .notes import CountingCache, StandInSummariser
+from .. import CHECKOUT
+from ..docs_block import replace_block
+from ..notes.cli import CountingCache, StandInSummariser
 
 Message = dict[str, Any]
 BEGIN, END = "<!-- bench.complexity: begin -->", "<!-- bench.complexity: end -->"
@@ -169,7 +170,7 @@ def growth(sizes: list[int], times: list[float]) -> float:
 def memory_after_patterns() -> list[tuple[str, float]]:
     """The memory probe (probe_memory) run in a fresh interpreter, so this process's own caches do not count."""
     command = [sys.executable, "-m", "bench.complexity", "--memory-probe"]
-    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=_root()).stdout
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=CHECKOUT).stdout
     return [(what, float(mb)) for what, _, mb in (line.rpartition("\t") for line in out.strip().splitlines())]
 
 
@@ -204,10 +205,6 @@ def probe_memory() -> None:
     for count in range(1000, 1012):
         regex.compile(f"(?:a{{{count}}}){{1000}}")
     print(f"then the 12 patterns compiled as before (engine cache, no bounds)\t{_rss_mb()}")
-
-
-def _root() -> Path:
-    return Path(__file__).resolve().parents[1]
 
 
 def document(sizes: list[int], rows: list[tuple[Case, str, list[float]]], memory: list[tuple[str, float]]) -> str:

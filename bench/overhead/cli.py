@@ -4,11 +4,11 @@
     python -m bench.overhead --smoke                  # seconds, for CI: this proxy and nginx only
     python -m bench.overhead --update-docs docs/benchmarks.md   # full run, tables and charts into the docs
 
-The proxy runs on loopback in front of nginx answering canned completions (bench/nginx_upstream.py), an
+The proxy runs on loopback in front of nginx answering canned completions (bench/overhead/nginx.py), an
 upstream far faster than any proxy here, so what is measured is the proxy. The same load runs against
 nginx directly and through each target: this proxy with `X-Compaction-Strategies: none` and with its
 default chain, and, when installed in their own virtualenvs, LiteLLM's and Headroom's proxies in
-pass-through mode (bench/proxies.py). Needs nginx and hey (Debian: apt-get install nginx hey).
+pass-through mode (bench/overhead/proxies.py). Needs nginx and hey (Debian: apt-get install nginx hey).
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..processes import machine_busy_seconds, memory_bytes, own_cpu_seconds, wait_idle
+from ..speed import agent_history
 from .load import debian_version, first_byte, hey
-from .nginx_upstream import MODEL, NginxUpstream
-from .overhead_report import (
+from .nginx import MODEL, NginxUpstream
+from .proxies import Endpoint, Target, Unavailable, compaction_proxy, direct, find_peer, headroom, litellm
+from .report import (
     FirstByteRow,
     LoadRow,
     MemoryRow,
@@ -39,9 +42,6 @@ from .overhead_report import (
     with_added_first_byte,
     with_added_latency,
 )
-from .processes import machine_busy_seconds, memory_bytes, own_cpu_seconds, wait_idle
-from .proxies import Endpoint, Target, Unavailable, compaction_proxy, direct, find_peer, headroom, litellm
-from .speed import agent_history
 
 # label -> (messages, characters of tool output) for bench.speed's coding-agent history generator.
 BODIES = {"2 KB": (6, 1_300), "200 KB": (100, 175_000), "2 MB": (1000, 1_800_000)}
@@ -198,7 +198,9 @@ def progress(line: str) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.overhead", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smoke", action="store_true", help="a few seconds per target, no peers (for CI)")
     parser.add_argument("--duration", type=int, help="whole seconds per load run (default 5; smoke 1)")
     parser.add_argument("--warmup", type=int, help="unmeasured seconds of load per body first (default 1)")
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     charts = args.charts or (args.update_docs.parent if args.update_docs else None)
     drawn = []
     if charts:
-        from .overhead_charts import draw  # matplotlib is needed only here
+        from .charts import draw  # matplotlib is needed only here
 
         drawn = draw(report, charts)
         for path in drawn:

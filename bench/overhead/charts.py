@@ -1,6 +1,6 @@
 """PNG charts of an overhead report (matplotlib, imported only when charts are asked for).
 
-`python -m bench.overhead_charts overhead.json docs` redraws them from a report saved with `--json`.
+`python -m bench.overhead.charts overhead.json docs` redraws them from a report saved with `--json`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore] 
 from matplotlib.axes import Axes  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-from .overhead_report import DIRECT, Report  # noqa: E402
+from .report import DIRECT, Report  # noqa: E402
 
 # Log axes cannot show zero or less: added latencies below this (noise around nothing) sit on it.
 FLOOR_MS = 0.01
@@ -151,7 +151,7 @@ def draw(report: Report, directory: Path) -> list[Path]:
 
 def main() -> None:
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m bench.overhead_charts REPORT.json DIR")
+        sys.exit("usage: python -m bench.overhead.charts REPORT.json DIR")
     report = Report.from_json(json.loads(Path(sys.argv[1]).read_text()))
     for path in draw(report, Path(sys.argv[2])):
         print(f"chart: {path}")

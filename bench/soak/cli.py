@@ -33,9 +33,9 @@ from typing import IO, Any
 
 import httpx
 
-from bench.speed import agent_history
+from .. import CHECKOUT
+from ..speed import agent_history
 
-ROOT = Path(__file__).resolve().parents[1]
 REQUEST_TIMEOUT = 60.0
 # Longer than the idle timeout of the proxy's upstream pool (httpx: 5 s), so that every pooled connection has
 # expired before one last request lets the pool close them: what stays open after that is what leaks.
@@ -63,7 +63,7 @@ def free_port() -> int:
 def server(args: list[str], url: str, log: IO[bytes], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """A child process answering GET url, stopped with SIGTERM (then SIGKILL) with all its processes."""
     # A session of its own, so the stop reaches every worker of a `--workers` proxy.
-    process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, env=env, start_new_session=True)
+    process = subprocess.Popen(args, cwd=CHECKOUT, stdout=log, stderr=log, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from .processes import Server, free_port
+from ..processes import Server, free_port
 
 MODEL = "gpt-4o"
 REPLY = "The failing test expects the refund in cents; amounts are now converted before rounding."
@@ -84,7 +84,7 @@ def nginx_string(text: str) -> str:
 
 def nginx_conf(prefix: Path, port: int) -> str:
     return f"""\
-# Written by bench/nginx_upstream.py for one benchmark run; deleted with its directory.
+# Written by bench/overhead/nginx.py for one benchmark run; deleted with its directory.
 daemon off;
 master_process on;
 # One worker is far more than the proxies need, and leaves the second core to them and the load tool.

@@ -265,7 +265,9 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.notes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--turns", type=int, default=200, help="user turns in the conversation (default 200)")
     parser.add_argument("--budget", type=int, default=1500, help="notes' and window's budget (default 1500)")
     parser.add_argument("--max-words", type=int, default=180)
