@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..agent_history import agent_history
 from ..processes import machine_busy_seconds, memory_bytes, own_cpu_seconds, wait_idle
-from ..speed import agent_history
 from .load import debian_version, first_byte, hey
 from .nginx import MODEL, NginxUpstream
 from .proxies import Endpoint, Target, Unavailable, compaction_proxy, direct, find_peer, headroom, litellm
@@ -43,7 +43,7 @@ from .report import (
     with_added_latency,
 )
 
-# label -> (messages, characters of tool output) for bench.speed's coding-agent history generator.
+# label -> (messages, characters of tool output) of the coding agent's request (bench/agent_history.py).
 BODIES = {"2 KB": (6, 1_300), "200 KB": (100, 175_000), "2 MB": (1000, 1_800_000)}
 
 

@@ -144,7 +144,7 @@ def markdown(report: Report) -> str:
     out = [f"command: `{report.command}`", ""]
     out += [f"- {key}: {value}" for key, value in report.machine.items()]
     out += [f"- {key}: {value}" for key, value in report.settings.items()]
-    out += ["", "Request bodies (coding-agent histories, bench.speed's generator):", ""]
+    out += ["", "Request bodies (coding-agent histories, bench/agent_history.py):", ""]
     out += _table(
         ["body", "bytes", "messages"], [[b["label"], f"{b['bytes']:,}", str(b["messages"])] for b in report.bodies]
     )

@@ -34,7 +34,7 @@ from typing import IO, Any
 import httpx
 
 from .. import CHECKOUT
-from ..speed import agent_history
+from ..agent_history import agent_history
 
 REQUEST_TIMEOUT = 60.0
 # Longer than the idle timeout of the proxy's upstream pool (httpx: 5 s), so that every pooled connection has
