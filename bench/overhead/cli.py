@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent_history import agent_history
+from ..canned import MODEL
 from ..processes import machine_busy_seconds, memory_bytes, own_cpu_seconds, wait_idle
 from .load import debian_version, first_byte, hey
-from .nginx import MODEL, NginxUpstream
+from .nginx import NginxUpstream
 from .proxies import Endpoint, Target, Unavailable, compaction_proxy, direct, find_peer, headroom, litellm
 from .report import (
     FirstByteRow,

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.client
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,10 +35,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from .. import CHECKOUT
-from ..processes import Server, free_port
-
-# Variables that would change what a server under test does, inherited from whoever runs the benchmark.
-_OWN_PREFIXES = ("COMPACTION_", "LITELLM_", "HEADROOM_", "OPENAI_")
+from ..processes import Server, answers, free_port, server_environment
 
 
 @dataclass(frozen=True)
@@ -85,8 +79,7 @@ class Target:
             return
         port = free_port()
         launch = self.prepare(upstream, port, scratch)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
-        env.update(launch.env)
+        env = server_environment(launch.env)
         base_url = f"http://127.0.0.1:{port}/v1"
         ready = _answers(base_url, self.headers, stream)
         log = scratch / "server.log"
@@ -97,22 +90,9 @@ class Target:
 def _answers(base_url: str, headers: dict[str, str], stream: bool) -> Callable[[], bool]:
     """Ready means a chat completion went through to the upstream and back."""
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "ping"}], "stream": stream}
-
-    def probe() -> bool:
-        request = urllib.request.Request(
-            f"{base_url}/chat/completions",
-            data=json.dumps(body).encode(),
-            method="POST",
-            headers={"Content-Type": "application/json", **headers},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
-                return bool(response.status == 200)
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
-            return False
-
-    return probe
+    return answers(
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json", **headers}
+    )
 
 
 def direct() -> Target:
