@@ -39,7 +39,7 @@ from strategies.notes_io import SUMMARISER_LIMIT, NotesUnavailable
 
 from .. import CHECKOUT
 from ..docs_block import replace_block
-from ..notes.cli import CountingCache, StandInSummariser
+from ..notes.stand_in import DictNotes, StandInSummariser
 
 Message = dict[str, Any]
 BEGIN, END = "<!-- bench.complexity: begin -->", "<!-- bench.complexity: end -->"
@@ -111,10 +111,10 @@ CASES = [
 
 
 class CappedSummariser(StandInSummariser):
-    """The benchmark's stand-in summariser with the proxy's per-request call limit."""
+    """bench.notes' stand-in summariser with the proxy's per-request call limit."""
 
     def __init__(self, calls: int) -> None:
-        super().__init__(max_words=180)
+        super().__init__(first_line_only=True, max_words=180, nothing="")
         self.calls_left = calls
 
     def summarise(self, messages: list[Message], model: str) -> str:
@@ -143,7 +143,7 @@ def time_once(case: Case, shape: str, size: int, settings: Settings, encodings: 
     # Cold: a fresh token cache and memo, as for an attacker's fresh conversation (the tokenizer stays loaded).
     c = compactor(settings, encodings)
     chain: Chain = c.chain_for(case.chain)
-    notes = NotesTools(CappedSummariser(settings.summariser_max_calls), CountingCache()) if case.notes else None
+    notes = NotesTools(CappedSummariser(settings.summariser_max_calls), DictNotes()) if case.notes else None
     started = time.perf_counter()
     c.compact_sync(body, chain, trace=True, notes=notes)
     return time.perf_counter() - started

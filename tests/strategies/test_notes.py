@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from bench.notes.stand_in import DictNotes, StandInSummariser, digest
 from strategies import Context, TokenCounter
 from strategies.base import Message
 from strategies.invariants import compaction_problems, pairing_problems
@@ -19,7 +20,6 @@ from strategies.units import split_units
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
-from tests.support.summaries import DictNotes, DigestSummariser, digest
 
 
 def dumps(messages: list[Message]) -> str:
@@ -36,7 +36,7 @@ class Harness:
 
     def __init__(self, counter: TokenCounter, **summariser: Any) -> None:
         self.counter = counter
-        self.summariser = DigestSummariser(**summariser)
+        self.summariser = StandInSummariser(**summariser)
         self.cache = DictNotes()
         self.details: dict[str, Any] = {}
 
