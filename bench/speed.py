@@ -16,12 +16,11 @@ import statistics
 import time
 
 from app.compaction import Compactor
-from app.lanes import Lanes
-from app.request_policy import RequestPolicy
 from app.settings import Settings
-from strategies import Encodings, Memo, ModelTable, Registry, TokenCounter
+from strategies import Encodings, ModelTable, Registry, TokenCounter
 
 from .agent_history import agent_history
+from .compactor import compactor
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -35,27 +34,13 @@ def measure(args: argparse.Namespace) -> None:
     grown = json.dumps({"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "And now?"}]}).encode()
     print(f"history: {len(history)} messages, {len(body) / 1e6:.2f} MB, chain: {settings.default_strategies}")
 
-    def compactor() -> Compactor:
-        counter = TokenCounter(encodings, cache_size=settings.token_cache_size)
-        memo = Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None
-        return Compactor(
-            registry,
-            counter,
-            models,
-            settings.default_strategies,
-            settings.strategies,
-            lanes=Lanes(settings),
-            policy=RequestPolicy(registry),
-            memo=memo,
-        )
-
     def timed(c: Compactor, raw: bytes) -> float:
         started = time.perf_counter()
         c.compact_sync(raw, c.default_chain)
         return (time.perf_counter() - started) * 1000
 
-    cold = [timed(compactor(), body) for _ in range(args.repeat_cold)]
-    warm_compactor = compactor()
+    cold = [timed(compactor(settings, encodings, registry, models), body) for _ in range(args.repeat_cold)]
+    warm_compactor = compactor(settings, encodings, registry, models)
     timed(warm_compactor, body)
     warm = [timed(warm_compactor, body) for _ in range(args.repeat)]
     grown_ms = [timed(warm_compactor, grown) for _ in range(args.repeat)]
