@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..chains import EpochPair
 from ..corpora import Corpus
+from ..default_choice import AGENT_CORPORA
 from ..replay import ChainRun
 from .cells import facts, share
 
 TITLE = "Epochs: each rule alone vs with epochs"
-AGENT_CORPORA = ("tau", "bfcl", "agent")
 
 
 def intro(budget: int) -> str:
