@@ -213,7 +213,3 @@ def main(argv: list[str] | None = None) -> None:
         print(judged)
         if args.update_docs:
             judge.update_docs(args.update_docs, judged)
-
-
-if __name__ == "__main__":
-    main()

@@ -71,7 +71,3 @@ def main(argv: list[str] | None = None) -> None:
         if updated is None:
             sys.exit(f"{path}: no {BEGIN} ... {END} markers")
         path.write_text(updated)
-
-
-if __name__ == "__main__":
-    main()

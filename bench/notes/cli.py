@@ -146,7 +146,3 @@ def main() -> None:
     if args.turns < max(turn for turn, *_ in FACTS) + 1:
         parser.error(f"--turns must be at least {max(turn for turn, *_ in FACTS) + 1}, for every fact to be planted")
     report(args, run(args))
-
-
-if __name__ == "__main__":
-    main()

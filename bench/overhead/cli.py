@@ -83,7 +83,3 @@ def main(argv: list[str] | None = None) -> None:
         images = "".join(f"![{p.stem}]({os.path.relpath(p, args.update_docs.parent)})\n\n" for p in drawn)
         update_docs(args.update_docs, f"\n{text}\n{images}")
         print(f"updated: {args.update_docs}")
-
-
-if __name__ == "__main__":
-    main()

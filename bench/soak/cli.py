@@ -94,7 +94,3 @@ def main(argv: list[str] | None = None) -> int:
     for line in proxy_lines[:5]:
         print(f"  {line[:200]}")
     return 0 if not errors and not warm.unsent and not run.unsent else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
