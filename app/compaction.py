@@ -149,7 +149,7 @@ class Compactor:
         lane = self.lanes.for_body(len(raw))
 
         def work() -> Compacted:
-            return self.compact_sync(raw, chain, wire or ChatCompletions(), deadline, notes, prefix, scope)
+            return self.compact_sync(raw, chain, wire=wire, deadline=deadline, notes=notes, prefix=prefix, scope=scope)
 
         try:
             # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
@@ -168,15 +168,18 @@ class Compactor:
         self,
         raw: bytes,
         chain: Chain,
-        wire: WireFormat,
+        *,
+        wire: WireFormat | None = None,
         deadline: Deadline | None = None,
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
         scope: bytes = b"",
     ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
-        CompactionStopped("cancelled") once the deadline is cancelled.
+        CompactionStopped("cancelled") once the deadline is cancelled. wire: the body's format (default: chat
+        completions); notes: the summariser and notes cache; prefix: the prompt-cache report, kept per `scope`.
         """
+        wire = wire or ChatCompletions()
         parsed = wire.parse(raw, self.settings.max_json_depth)
         ctx = Context(
             model=parsed.model,

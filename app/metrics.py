@@ -9,13 +9,16 @@ of every worker, so whichever worker answers a scrape reports the whole proxy.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .compaction import Compacted
 from .prefix_tracking import OUTCOMES
+
+if TYPE_CHECKING:
+    from .compaction import Compacted
 
 # Streams of long answers run for minutes; the default buckets stop at 10 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)

@@ -1,21 +1,29 @@
-"""Servers the overhead benchmark starts: always stopped again, with their output kept for errors.
+"""The servers a benchmark starts, and what /proc says about them.
 
 A `Server` is a context manager around one child process. It writes the child's output to a file (a
 pipe nobody reads would block a chatty server under load), waits until a readiness probe passes, and
-on exit stops the child with SIGTERM, then SIGKILL if it lingers.
+on exit stops the child with SIGTERM, then SIGKILL if it lingers. What a process tree uses (memory, CPU,
+open descriptors) is summed over the server and whatever it forked: uvicorn workers, LiteLLM's helpers.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import resource
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+# Variables that would change what a server under test does, inherited from whoever runs the benchmark: this
+# proxy's settings and its metrics' multiprocess directory, and the peers' settings and keys.
+_CONFIGURATION = ("COMPACTION_", "PROMETHEUS_", "LITELLM_", "HEADROOM_", "OPENAI_")
 
 
 def free_port() -> int:
@@ -24,6 +32,31 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def server_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the caller's configuration, plus `extra`: nothing the person running
+    the benchmark has set may change what is measured.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_CONFIGURATION)}
+    return {**env, **(extra or {})}
+
+
+def answers(
+    url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None, *, timeout: float = 10
+) -> Callable[[], bool]:
+    """A readiness probe for `Server`: whether `url` answers 200 to a GET, or to a POST of `body`."""
+
+    def probe() -> bool:
+        request = urllib.request.Request(url, data=body, headers=dict(headers or {}))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                response.read()
+                return bool(response.status == 200)
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
+            return False
+
+    return probe
 
 
 def descendants(pid: int) -> list[int]:
@@ -60,6 +93,17 @@ def memory_bytes(pid: int, field: str = "VmHWM") -> int:
         for line in status.splitlines():
             if line.startswith(f"{field}:"):
                 total += int(line.split()[1]) * 1024
+    return total
+
+
+def open_fds(pid: int) -> int:
+    """Open file descriptors of `pid` and its descendants."""
+    total = 0
+    for each in descendants(pid):
+        try:
+            total += len(os.listdir(f"/proc/{each}/fd"))
+        except OSError:
+            continue  # the process has just ended
     return total
 
 

@@ -12,71 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import time
-from typing import Any
 
 from app.compaction import Compactor
-from app.lanes import Lanes
-from app.request_policy import RequestPolicy
 from app.settings import Settings
-from strategies import Encodings, Memo, ModelTable, Registry, TokenCounter
+from strategies import Encodings, ModelTable, Registry, TokenCounter
 
-Message = dict[str, Any]
-
-
-def agent_history(messages: int, total_chars: int, seed: int = 7) -> list[Message]:
-    """A coding agent's request: the task, then tool calls whose outputs look like file reads, test
-    logs, JSON and diffs, sized so the whole history is about `total_chars`.
-    """
-    rng = random.Random(seed)
-    calls = max(1, (messages - 2) // 2)
-    per_output = max(50, total_chars // calls)
-    history: list[Message] = [
-        {"role": "system", "content": "You are a coding agent working in a Python repository."},
-        {"role": "user", "content": "The CI is red: fix the failing tests in the payments service."},
-    ]
-    kinds = ["read_file", "run_tests", "search", "git_diff"]
-    for i in range(calls):
-        kind = rng.choice(kinds)
-        history.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{i:04d}",
-                        "type": "function",
-                        "function": {
-                            "name": kind,
-                            "arguments": json.dumps({"path": f"src/pay/m{rng.randrange(60)}.py"}),
-                        },
-                    }
-                ],
-            }
-        )
-        history.append({"role": "tool", "tool_call_id": f"call_{i:04d}", "content": _output(kind, per_output, rng)})
-    return history
-
-
-def _output(kind: str, size: int, rng: random.Random) -> str:
-    lines: list[str] = []
-    while sum(len(line) + 1 for line in lines) < size:
-        n = len(lines)
-        if kind == "read_file":
-            lines.append(f"{n + 1:4d}  def handler_{rng.randrange(999)}(event, amount_cents={rng.randrange(10**6)}):")
-        elif kind == "run_tests":
-            lines.append(
-                f"tests/test_pay.py::test_case_{n} {'PASSED' if rng.random() < 0.9 else 'FAILED'} [{n % 100}%]"
-            )
-        elif kind == "search":
-            lines.append(
-                json.dumps({"file": f"src/pay/m{rng.randrange(60)}.py", "line": rng.randrange(900), "hit": "refund"})
-            )
-        else:
-            lines.append(f"{rng.choice('+- ')} amount = Decimal('{rng.randrange(10**5)}.{rng.randrange(100):02d}')")
-    return "\n".join(lines)[:size]
+from .agent_history import agent_history
+from .compactor import compactor
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -90,27 +34,13 @@ def measure(args: argparse.Namespace) -> None:
     grown = json.dumps({"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "And now?"}]}).encode()
     print(f"history: {len(history)} messages, {len(body) / 1e6:.2f} MB, chain: {settings.default_strategies}")
 
-    def compactor() -> Compactor:
-        counter = TokenCounter(encodings, cache_size=settings.token_cache_size)
-        memo = Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None
-        return Compactor(
-            registry,
-            counter,
-            models,
-            settings.default_strategies,
-            settings.strategies,
-            lanes=Lanes(settings),
-            policy=RequestPolicy(registry),
-            memo=memo,
-        )
-
     def timed(c: Compactor, raw: bytes) -> float:
         started = time.perf_counter()
         c.compact_sync(raw, c.default_chain)
         return (time.perf_counter() - started) * 1000
 
-    cold = [timed(compactor(), body) for _ in range(args.repeat_cold)]
-    warm_compactor = compactor()
+    cold = [timed(compactor(settings, encodings, registry, models), body) for _ in range(args.repeat_cold)]
+    warm_compactor = compactor(settings, encodings, registry, models)
     timed(warm_compactor, body)
     warm = [timed(warm_compactor, body) for _ in range(args.repeat)]
     grown_ms = [timed(warm_compactor, grown) for _ in range(args.repeat)]

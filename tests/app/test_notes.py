@@ -1,5 +1,5 @@
 """The notes strategy through the proxy: the stand-in upstream answers summariser calls deterministically
-(tests.support.summaries.digest) and records them apart from the chat completions it receives.
+(bench.notes.stand_in.digest) and records them apart from the chat completions it receives.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import openai
 
+from bench.notes.stand_in import digest
 from strategies import ModelLimits, TokenCounter
 from strategies.notes_fold import NOTES_HEADER, chunk_limit, read_transcript
 from tests.app.conftest import ProxyFactory
 from tests.factories import qa_chat
 from tests.support.metrics import scrape
 from tests.support.servers import LoopbackServer
-from tests.support.summaries import digest
 from tests.support.upstream import StandInUpstream
 
 NOTES = {"X-Compaction-Strategies": "notes(budget=280, prepare_at=1)"}

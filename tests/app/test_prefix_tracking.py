@@ -14,7 +14,7 @@ import openai
 import pytest
 import redis
 
-from app.summariser import INTERNAL_HEADER
+from app.headers import INTERNAL
 from tests.app.conftest import ProxyFactory
 from tests.factories import Message, agent_loop, assistant, qa_chat, system
 from tests.support.logs import captured_logs, parsed
@@ -166,7 +166,7 @@ def test_dry_runs_and_summariser_calls_are_not_tracked(start_proxy: ProxyFactory
     with start_proxy() as proxy:
         dry = httpx.post(f"{proxy.url}/compact", json={"model": "gpt-4o", "messages": messages}, headers=NONE)
         assert dry.status_code == 200 and "x-compaction-prefix" not in dry.headers
-        internal = send(sdk(proxy.url), messages, {INTERNAL_HEADER: "summariser"})
+        internal = send(sdk(proxy.url), messages, {INTERNAL.decode(): "summariser"})
         assert "x-compaction-prefix" not in internal
         assert len(upstream.received) == 1  # it was forwarded, untracked
         # Neither wrote anything: the conversation's first tracked request is new.

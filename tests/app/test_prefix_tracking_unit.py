@@ -12,10 +12,8 @@ import pytest
 import strategies.digests
 from app.auth import Keys
 from app.compaction import Compactor
-from app.lanes import Lanes
 from app.notes_cache import CacheError, MemoryBackend
 from app.prefix_tracking import PrefixTracker, conversation_key, judge
-from app.request_policy import RequestPolicy
 from app.settings import Settings
 from strategies import Encodings, ModelTable, Registry, TokenCounter
 from strategies.digests import message_digest, prefix_digests
@@ -110,15 +108,8 @@ def test_compact_sync_hashes_each_message_once_and_tracks_what_it_forwards(monke
 
     # Every message digest serialises its message first: the tracker must reuse Context.digest's memo.
     monkeypatch.setattr(strategies.digests, "message_bytes", counting)
-    registry = Registry.with_plugins()
     compactor = Compactor(
-        registry,
-        TokenCounter(Encodings()),
-        ModelTable.packaged(),
-        "none",
-        {},
-        lanes=Lanes(Settings()),
-        policy=RequestPolicy(registry),
+        Settings(default_strategies="none"), Registry.with_plugins(), TokenCounter(Encodings()), ModelTable.packaged()
     )
     backend = Recording()
     tracker = PrefixTracker(backend)

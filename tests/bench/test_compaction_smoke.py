@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.chains import cases, epoch_pairs
-from bench.compaction import SMOKE
-from bench.report_default import TITLE as DEFAULT_TITLE
-from bench.report_epochs import TITLE as EPOCHS_TITLE
+from bench.compaction.chains import cases, epoch_pairs
+from bench.compaction.cli import SMOKE
+from bench.compaction.report.default_chain import TITLE as DEFAULT_TITLE
+from bench.compaction.report.epochs import TITLE as EPOCHS_TITLE
 from strategies import Registry
 
 ROOT = Path(__file__).resolve().parents[2]

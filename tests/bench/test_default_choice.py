@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.default_choice import Standing, choose, standings
-from bench.replay import ChainRun
-from bench.visibility import Seen
+from bench.compaction.default_choice import Standing, choose, standings
+from bench.compaction.replay import ChainRun
+from bench.compaction.visibility import Seen
 
 
 def run(

@@ -16,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from bench import compaction, judge
+from bench.compaction import cli as compaction
+from bench.compaction import judge
 from tests.support.servers import LoopbackServer
 
 KEY = "sk-stand-in-secret"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.nginx_upstream import find_nginx
+from bench.overhead.nginx import find_nginx
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("direct (nginx)", "compaction-proxy (none)", "compaction-proxy (default chain)")

@@ -27,7 +27,8 @@ from strategies.conversation import tool_calls_of
 from strategies.digests import message_bytes
 from strategies.epochs import GEOMETRIC, EpochStrategy, request_ends
 from strategies.fit import Fit, FitParams
-from strategies.invariants import compaction_problems, pinned_indices
+from strategies.invariants import compaction_problems
+from strategies.layout import Layout
 from strategies.messages import Message
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
@@ -245,7 +246,7 @@ def test_with_a_small_window_requests_stay_valid_within_the_limit_and_extend_bet
         assert compaction_problems(request, out) == []
         if ctx.details["epoch_boundary"] == boundary:
             assert as_bytes(out) == as_bytes(previous + request[length:])
-        pinned = [request[i] for i in pinned_indices(request)]
-        if ctx.count_request(pinned) <= strategy.limit(ctx) - strategy.room(ctx):  # a cut can bring it under
+        pinned = Layout.of(request, ctx).prefix(len(request)).pinned_tokens  # the pinned units, priced
+        if pinned <= strategy.limit(ctx) - strategy.room(ctx):  # a cut can bring it under
             assert ctx.count_request(out) <= strategy.limit(ctx)
         previous, boundary, length = out, ctx.details["epoch_boundary"], len(request)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from bench.notes.stand_in import DictNotes, StandInSummariser, digest
 from strategies import BUILTINS, Chain, Context, Registry, StepSpec, TokenCounter, format_chain
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.layout import split_units
@@ -20,7 +21,6 @@ from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
 from tests.strategies.recording import RecordingContext
-from tests.support.summaries import DictNotes, DigestSummariser, digest
 
 
 def dumps(messages: list[Message]) -> str:
@@ -37,7 +37,7 @@ class Harness:
 
     def __init__(self, counter: TokenCounter, **summariser: Any) -> None:
         self.counter = counter
-        self.summariser = DigestSummariser(**summariser)
+        self.summariser = StandInSummariser(**summariser)
         self.cache = DictNotes()
         self.details: dict[str, Any] = {}
 

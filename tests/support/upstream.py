@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests.support.summaries import digest
+from bench.notes.stand_in import digest
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -97,7 +97,7 @@ class StandInUpstream:
         # Set when a request's body did not arrive whole (the sender gave up on it).
         self.request_abandoned = threading.Event()
         # Summariser calls (marked X-Compaction-Internal: summariser) are answered apart from the rest: with
-        # tests.support.summaries.digest by default, recorded in summariser_calls, not in received.
+        # bench.notes.stand_in.digest by default, recorded in summariser_calls, not in received.
         self.summariser_calls: list[Received] = []
         self.summariser_status = 200
         self.summariser_gate = threading.Event()  # summariser calls wait for it (shows timeouts, single flight)

@@ -11,8 +11,8 @@ matplotlib.use("Agg")  # no display on benchmark machines
 
 import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-from .cache_model import OPENAI_CACHED_PRICE  # noqa: E402
 from .corpora import Corpus  # noqa: E402
+from .prompt_cache import OPENAI_CACHED_PRICE  # noqa: E402
 from .replay import ChainRun  # noqa: E402
 
 STYLES = ("-", "--", "-.", ":")  # lines that coincide (chains that change nothing) stay visible

@@ -6,7 +6,7 @@
     python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
     python -m bench.compaction --judge-base-url URL --judge-model M  # also ask a model the planted questions
 
-In process, no network (except the optional judge: see bench/judge.py). Every request of every conversation
+In process, no network (except the optional judge: see judge.py). Every request of every conversation
 (each prefix ending where the model answered) goes through each chain; see docs/benchmarks.md for the corpora,
 the metrics and the approximations.
 """
@@ -24,10 +24,11 @@ from strategies import Chain, ChainSyntaxError, ModelTable, Registry, StrategyEr
 from strategies.budget import default_total
 from strategies.context import Context
 
-from . import default_choice, judge, report, report_default
+from . import default_choice, judge, report
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
+from .report import default_chain
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,9 @@ def draw(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.compaction", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes for CI: a few conversations, seconds")
     parser.add_argument("--budget", type=int, help="tokens for the budget-bound chains (default 32000; smoke 8000)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic sessions")
@@ -143,8 +146,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--judge-model is required with --judge-base-url")
     if args.judge_max_questions < 1 or args.judge_timeout <= 0:
         parser.error("--judge-max-questions and --judge-timeout must be positive")
-    if args.update_readme and not report_default.markers_present(args.update_readme):
-        parser.error(f"--update-readme: {args.update_readme} has no {report_default.README_END} marker pair")
+    if args.update_readme and not default_chain.markers_present(args.update_readme):
+        parser.error(f"--update-readme: {args.update_readme} has no {default_chain.README_END} marker pair")
 
     started = time.perf_counter()
     registry = Registry.with_plugins()
@@ -194,8 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.update_docs:
         report.update_docs(args.update_docs, block)
     if args.update_readme:
-        readme = report_default.readme_block(corpora, results, ranked, (shipped, runners[shipped]), peer_list, command)
-        report_default.update_readme(args.update_readme, readme)
+        readme = default_chain.readme_block(corpora, results, ranked, (shipped, runners[shipped]), peer_list, command)
+        default_chain.update_readme(args.update_readme, readme)
     if args.judge_base_url:
         api_key = os.environ.get(args.judge_api_key_env)
         if not api_key:
@@ -210,7 +213,3 @@ def main(argv: list[str] | None = None) -> None:
         print(judged)
         if args.update_docs:
             judge.update_docs(args.update_docs, judged)
-
-
-if __name__ == "__main__":
-    main()

@@ -17,9 +17,9 @@ from strategies.digests import message_bytes
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
 
-from .cache_model import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
+from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
 from .visibility import Needs, Seen, conversation_needs
 
 MAX_PROBLEMS_KEPT = 5

@@ -28,9 +28,9 @@ import httpx
 
 from strategies import Chain, Context, Message, Registry
 
+from ..docs_block import replace_block
 from .chains import peers, shipped_default
 from .corpora import Conversation, Corpus, Probe
-from .docs_block import replace_block
 from .replay import Replayer
 
 BEGIN = (

@@ -1,13 +1,12 @@
 """PNG charts of an overhead report (matplotlib, imported only when charts are asked for).
 
-`python -m bench.overhead_charts overhead.json docs` redraws them from a report saved with `--json`.
+`python -m bench.overhead --from-json overhead.json --charts docs` redraws them from a report saved with `--json`.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
+from typing import Literal
 
 # matplotlib is an optional bench dependency: where it is missing (the test environment) mypy still checks the rest.
 import matplotlib  # type: ignore[import-not-found,unused-ignore]
@@ -16,9 +15,10 @@ matplotlib.use("Agg")  # files only: no display on CI or servers
 
 import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from matplotlib.axes import Axes  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+from matplotlib.figure import Figure  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 
-from .overhead_report import DIRECT, Report  # noqa: E402
+from .report import DIRECT, Report  # noqa: E402
 
 # Log axes cannot show zero or less: added latencies below this (noise around nothing) sit on it.
 FLOOR_MS = 0.01
@@ -43,6 +43,27 @@ def _colours(targets: list[str]) -> dict[str, str]:
     return {t: palette[i % len(palette)] for i, t in enumerate(targets)}
 
 
+def _body_panel(ax: Axes, body: str, grid: Literal["both", "y"]) -> None:
+    """One body's panel of a chart per body: log y axis over the concurrency levels."""
+    ax.set_yscale("log")
+    _plain_log(ax)
+    ax.set_title(f"body {body}")
+    ax.set_xlabel("concurrency (connections)")
+    ax.grid(True, axis=grid, which="both", alpha=0.3)
+
+
+def _save_per_body(fig: Figure, first: Axes, ylabel: str, title: str, columns: int, bottom: float, path: Path) -> Path:
+    """A chart of one panel per body, `first` the leftmost: its legend under all of them, written to path."""
+    first.set_ylabel(ylabel)
+    handles, labels = first.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(columns, len(labels)), fontsize=8, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def added_latency(report: Report, path: Path) -> Path:
     bodies = [b["label"] for b in report.bodies]
     targets = [t for t in _targets(report) if t != DIRECT]
@@ -56,19 +77,10 @@ def added_latency(report: Report, path: Path) -> Path:
                 y = [max(FLOOR_MS, getattr(r, stat) or FLOOR_MS) for r in rows]
                 label = f"{target} {stat.split('_')[1]}"
                 ax.plot(x, y, style, color=colours[target], label=label, markersize=4)
-        ax.set_yscale("log")
-        _plain_log(ax)
-        ax.set_title(f"body {body}")
-        ax.set_xlabel("concurrency (connections)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("added latency vs nginx direct (ms, log)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle("Added latency, p50 (solid) and p99 (dashed): proxy minus calling nginx directly")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        _body_panel(ax, body, grid="both")
+    ylabel = "added latency vs nginx direct (ms, log)"
+    title = "Added latency, p50 (solid) and p99 (dashed): proxy minus calling nginx directly"
+    return _save_per_body(fig, axes[0][0], ylabel, title, columns=4, bottom=0.12, path=path)
 
 
 def throughput(report: Report, path: Path) -> Path:
@@ -85,19 +97,9 @@ def throughput(report: Report, path: Path) -> Path:
             ys = [by_conc.get(c, 0.0) for c in concurrencies]
             ax.bar(xs, ys, width, color=colours[target], label=target)
         ax.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies])
-        ax.set_yscale("log")
-        _plain_log(ax)
-        ax.set_title(f"body {body}")
-        ax.set_xlabel("concurrency (connections)")
-        ax.grid(True, axis="y", which="both", alpha=0.3)
-    axes[0][0].set_ylabel("requests per second (log)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle("Throughput on 2 cores (load tool, proxy and nginx share them)")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        _body_panel(ax, body, grid="y")
+    title = "Throughput on 2 cores (load tool, proxy and nginx share them)"
+    return _save_per_body(fig, axes[0][0], "requests per second (log)", title, columns=5, bottom=0.1, path=path)
 
 
 def first_byte_and_memory(report: Report, path: Path) -> Path:
@@ -147,15 +149,3 @@ def draw(report: Report, directory: Path) -> list[Path]:
         throughput(report, directory / "overhead-throughput.png"),
         first_byte_and_memory(report, directory / "overhead-first-byte-memory.png"),
     ]
-
-
-def main() -> None:
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m bench.overhead_charts REPORT.json DIR")
-    report = Report.from_json(json.loads(Path(sys.argv[1]).read_text()))
-    for path in draw(report, Path(sys.argv[2])):
-        print(f"chart: {path}")
-
-
-if __name__ == "__main__":
-    main()

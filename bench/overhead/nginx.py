@@ -14,64 +14,14 @@ such bodies are not refused with 413.
 
 from __future__ import annotations
 
-import http.client
-import json
 import shutil
 import subprocess
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from .processes import Server, free_port
-
-MODEL = "gpt-4o"
-REPLY = "The failing test expects the refund in cents; amounts are now converted before rounding."
-
-
-def completion_json() -> str:
-    """A non-streaming answer as OpenAI sends it, usage included (about 400 bytes)."""
-    return json.dumps(
-        {
-            "id": "chatcmpl-bench0001",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": REPLY, "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1200, "completion_tokens": 18, "total_tokens": 1218},
-            "system_fingerprint": "fp_bench",
-        },
-        separators=(",", ":"),
-    )
-
-
-def completion_sse() -> str:
-    """The same answer streamed: a role chunk, one chunk per word, a finish chunk, then [DONE]."""
-
-    def chunk(delta: dict[str, str], finish: str | None = None) -> str:
-        event = {
-            "id": "chatcmpl-bench0001",
-            "object": "chat.completion.chunk",
-            "created": 1700000000,
-            "model": MODEL,
-            "system_fingerprint": "fp_bench",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-        return f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
-
-    words = REPLY.split(" ")
-    events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"content": word if i == 0 else f" {word}"}) for i, word in enumerate(words)]
-    events.append(chunk({}, "stop"))
-    return "".join(events) + "data: [DONE]\n\n"
+from ..canned import completion_events, completion_json
+from ..processes import Server, answers, free_port
 
 
 def nginx_string(text: str) -> str:
@@ -84,7 +34,7 @@ def nginx_string(text: str) -> str:
 
 def nginx_conf(prefix: Path, port: int) -> str:
     return f"""\
-# Written by bench/nginx_upstream.py for one benchmark run; deleted with its directory.
+# Written by bench/overhead/nginx.py for one benchmark run; deleted with its directory.
 daemon off;
 master_process on;
 # One worker is far more than the proxies need, and leaves the second core to them and the load tool.
@@ -113,7 +63,7 @@ http {{
         location = /sse/v1/chat/completions {{
             default_type text/event-stream;
             add_header Cache-Control no-cache;
-            return 200 {nginx_string(completion_sse())};
+            return 200 {nginx_string("".join(completion_events()))};
         }}
         location / {{
             return 404;
@@ -147,14 +97,6 @@ class NginxUpstream:
         out = subprocess.run([self.binary, "-v"], capture_output=True, text=True, check=True)
         return out.stderr.strip().removeprefix("nginx version: ")
 
-    def _answers(self) -> bool:
-        request = urllib.request.Request(f"{self.json_base}/chat/completions", data=b"{}", method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
-            return False
-
     def __enter__(self) -> NginxUpstream:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-nginx-")
         prefix = Path(self._tmp.name)
@@ -163,7 +105,8 @@ class NginxUpstream:
             conf.write_text(nginx_conf(prefix, self.port))
             subprocess.run([self.binary, "-t", "-q", "-p", str(prefix), "-c", str(conf)], check=True)
             argv = [self.binary, "-p", str(prefix), "-c", str(conf)]
-            self._server = Server("nginx", argv, prefix / "stdout.log", self._answers, start_timeout=15)
+            ready = answers(f"{self.json_base}/chat/completions", b"{}", timeout=2)
+            self._server = Server("nginx", argv, prefix / "stdout.log", ready, start_timeout=15)
             self._server.__enter__()
         except BaseException:
             self._tmp.cleanup()

@@ -22,26 +22,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.client
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from .processes import Server, free_port
-
-ROOT = Path(__file__).resolve().parents[1]
-# Variables that would change what a server under test does, inherited from whoever runs the benchmark.
-_OWN_PREFIXES = ("COMPACTION_", "LITELLM_", "HEADROOM_", "OPENAI_")
+from .. import CHECKOUT
+from ..processes import Server, answers, free_port, server_environment
 
 
 @dataclass(frozen=True)
@@ -85,8 +79,7 @@ class Target:
             return
         port = free_port()
         launch = self.prepare(upstream, port, scratch)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
-        env.update(launch.env)
+        env = server_environment(launch.env)
         base_url = f"http://127.0.0.1:{port}/v1"
         ready = _answers(base_url, self.headers, stream)
         log = scratch / "server.log"
@@ -97,22 +90,9 @@ class Target:
 def _answers(base_url: str, headers: dict[str, str], stream: bool) -> Callable[[], bool]:
     """Ready means a chat completion went through to the upstream and back."""
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "ping"}], "stream": stream}
-
-    def probe() -> bool:
-        request = urllib.request.Request(
-            f"{base_url}/chat/completions",
-            data=json.dumps(body).encode(),
-            method="POST",
-            headers={"Content-Type": "application/json", **headers},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
-                return bool(response.status == 200)
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError):
-            return False
-
-    return probe
+    return answers(
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json", **headers}
+    )
 
 
 def direct() -> Target:
@@ -127,7 +107,7 @@ def compaction_proxy(chain: str | None) -> Target:
     def prepare(upstream: str, port: int, scratch: Path) -> Launch:
         # Run from the checkout, so `python -m app` is this tree's code whether or not it is installed.
         argv = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port), "--upstream", upstream]
-        return Launch(argv, cwd=ROOT)
+        return Launch(argv, cwd=CHECKOUT)
 
     label = "default chain" if chain is None else chain
     headers = {} if chain is None else {"X-Compaction-Strategies": chain}
@@ -144,8 +124,8 @@ def _own_version() -> str:
 
 
 def find_peer(flag: str | None, venv: str, command: str) -> Path:
-    """The peer's executable: the flag if given, else ROOT/<venv>/bin/<command>, else on PATH."""
-    candidates = [Path(flag)] if flag else [ROOT / venv / "bin" / command]
+    """The peer's executable: the flag if given, else CHECKOUT/<venv>/bin/<command>, else on PATH."""
+    candidates = [Path(flag)] if flag else [CHECKOUT / venv / "bin" / command]
     on_path = shutil.which(command)
     if not flag and on_path:
         candidates.append(Path(on_path))

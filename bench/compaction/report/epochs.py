@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from ..chains import EpochPair
+from ..corpora import Corpus
+from ..default_choice import AGENT_CORPORA
+from ..replay import ChainRun
 from .cells import facts, share
-from .chains import EpochPair
-from .corpora import Corpus
-from .replay import ChainRun
 
-TITLE = "Epochs: each rule alone vs with epochs"
-AGENT_CORPORA = ("tau", "bfcl", "agent")
+TITLE = "Epochs: each rule alone vs as it ships"
 
 
 def intro(budget: int) -> str:
     return (
-        "Every strategy that moves a boundary, per corpus: its rule alone, recomputed on every request "
-        "(`X(epoch=0,min_gain=0)`, `fit(epoch=0)`, `middle_out(epoch=0)`; for `window` a sliding window, "
-        "`low_water=1`; for `notes` `keep_ratio=1`), next to the same rule with epochs (strategies/epochs.py: the "
-        "boundary moves only after the conversation past it has grown by an epoch, and only when the jump removes "
-        "at least `min_gain` of what the provider must cache again; `fit` and `middle_out` move it only when the "
-        "request would pass their limit, leaving an epoch of room) or, for `window` and `notes`, their own "
-        "hysteresis. At each strategy's defaults and, for "
+        "Every strategy that moves a boundary with epochs or steps of its own, per corpus: its rule alone, "
+        "recomputed on every request (`shorten_tools(epoch=0,min_gain=0)`, `fit(room=0)`, `middle_out(room=0)`; "
+        "for `window` a sliding window, `low_water=1`; for `notes` `low_water=1`), next to the same rule as it "
+        "ships: with epochs (strategies/epochs.py: the boundary moves only after the conversation past it has "
+        "grown by an epoch, and only when the jump removes at least `min_gain` of what the provider must cache "
+        "again; `fit` and `middle_out` move it only when the request would pass their limit, leaving `room` free) "
+        "or, for `window` and `notes`, their own hysteresis. `prune_tool_outputs` (each result cut once, on "
+        "arrival) and `clear_tool_uses` (all it may at once, past its trigger) are prefix-stable as they are and "
+        "have no epochs. At each strategy's defaults and, for "
         f"the budget-bound ones, at the binding budget ({budget}). Prompt tokens and billed input are relative to "
         "`none` on the same corpus; cached is cached tokens over prompt tokens after compaction; **default** marks "
         "which of the two the strategy's defaults are. tau-bench, BFCL and the coding agent are agent corpora; "

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...docs_block import replace_block
+from ..chains import Peer
+from ..corpora import Corpus
+from ..default_choice import AGENT_CORPORA, TIE, Standing, choose
+from ..replay import ChainRun
 from .cells import share
-from .chains import Peer
-from .corpora import Corpus
-from .default_choice import AGENT_CORPORA, TIE, Standing, choose
-from .docs_block import replace_block
-from .replay import ChainRun
 
 TITLE = "Default chain, chosen by measurement"
 RANKED = 10

@@ -4,15 +4,16 @@
   documented behaviours as reference chains (without epochs where the peer has none), every registered strategy
   at its defaults, budget-bound variants, and the candidate combinations for the default chain.
 - The epochs table: every strategy that moves a boundary, its rule alone (recomputed on every request) next to
-  the same rule with epochs (strategies/epochs.py), at its defaults and, for the budget-bound ones, at the
-  binding budget.
+  the same rule as it ships: with epochs (shorten_tools) or room (fit, middle_out), or with its own steps (window
+  and notes: low_water; clear_tool_uses: its trigger; prune_tool_outputs: once per result), at its defaults and,
+  for the budget-bound ones, at the binding budget.
 
 Strategies whose default budget comes from the model (window, fit, middle_out: gpt-4o's 128k window less the
 output reserve, about 109k) do nothing on conversations shorter than that, so they also run at a `budget` that
 binds; so does clear_tool_uses, whose default trigger is 100k tokens.
 
-Specs that configure the same strategies with the same parameters (`clear_tool_uses` and
-`clear_tool_uses(epoch=0,min_gain=0)`) are run once per corpus and reported under each name (`plan`).
+Specs that configure the same strategies with the same parameters (`fit(room=0)` and `fit(total=...,room=0)` when
+the total is the default) are run once per corpus and reported under each name (`plan`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from typing import Literal
 
 from strategies import Chain, Registry
 
-EPOCHS = "epoch=20,min_gain=0.35"  # epochs added to a rule that has none by default: 20 tool calls, 0.35
-RULE_ALONE = "epoch=0,min_gain=0"  # `X(epoch=0,min_gain=0)`: the rule alone, recomputed on every request
-CUT_ALONE = "epoch=0"  # the same for fit and middle_out, which have no min_gain (they jump only at their limit)
-HYSTERESIS = "low_water 0.5"  # window's own steps: each cut takes the kept part down to half the budget
+RULE_ALONE = "epoch=0,min_gain=0"  # `shorten_tools(epoch=0,min_gain=0)`: the rule alone, recomputed every request
+CUT_ALONE = "room=0"  # the same for fit and middle_out, which jump only at their limit
+HYSTERESIS = "low_water 0.5"  # window's and notes' own steps: each cut takes the kept part down to half the budget
 
 
 def shipped_default() -> str:
@@ -94,7 +94,7 @@ def peers(budget: int) -> list[Peer]:
         Peer("OpenRouter `middle-out`", f"middle_out({CUT_ALONE})", "OpenRouter middle-out (budget from the model)"),
         Peer(
             "Anthropic `clear_tool_uses`",
-            f"clear_tool_uses({RULE_ALONE})",
+            "clear_tool_uses",
             "Anthropic clear_tool_uses defaults (trigger 100k, keep 3)",
         ),
         Peer(
@@ -109,15 +109,6 @@ def epoch_pairs(budget: int) -> list[EpochPair]:
     b = budget
     return [
         EpochPair("shorten_tools", "defaults", f"shorten_tools({RULE_ALONE})", "shorten_tools", "epochs"),
-        EpochPair("prune_tool_outputs", "defaults", "prune_tool_outputs", f"prune_tool_outputs({EPOCHS})", "rule"),
-        EpochPair("clear_tool_uses", "defaults", "clear_tool_uses", f"clear_tool_uses({EPOCHS})", "rule"),
-        EpochPair(
-            "clear_tool_uses",
-            f"budget {b}",
-            f"clear_tool_uses(trigger={b})",
-            f"clear_tool_uses(trigger={b},{EPOCHS})",
-            "rule",
-        ),
         EpochPair("window", "defaults", "window(low_water=1)", "window", "epochs", HYSTERESIS),
         EpochPair(
             "window", f"budget {b}", f"window(budget={b},low_water=1)", f"window(budget={b})", "epochs", HYSTERESIS
@@ -126,10 +117,10 @@ def epoch_pairs(budget: int) -> list[EpochPair]:
         EpochPair("fit", f"budget {b}", f"fit(total={b},{CUT_ALONE})", f"fit(total={b})", "epochs"),
         EpochPair("middle_out", "defaults", f"middle_out({CUT_ALONE})", "middle_out", "epochs"),
         EpochPair(
-            "middle_out", f"budget {b}", f"middle_out(budget={b},{CUT_ALONE})", f"middle_out(budget={b})", "epochs"
+            "middle_out", f"budget {b}", f"middle_out(total={b},{CUT_ALONE})", f"middle_out(total={b})", "epochs"
         ),
         # Offline notes has no summariser: both run its fallback chain (window at its defaults), see docs/notes.md.
-        EpochPair("notes", "defaults", "notes(keep_ratio=1)", "notes", "epochs", "keep_ratio 0.5 (offline: fallback)"),
+        EpochPair("notes", "defaults", "notes(low_water=1)", "notes", "epochs", "low_water 0.5 (offline: fallback)"),
     ]
 
 
@@ -166,7 +157,7 @@ def cases(budget: int, registry: Registry, default: str | None = None) -> list[C
         *(ChainCase(n, "strategy", NOTES.get(n, "")) for n in registry.names() if n != "none"),
         ChainCase(f"window(budget={b})", "budget", "at the binding budget"),
         ChainCase(f"fit(total={b})", "budget", "at the binding budget, epochs of half of it"),
-        ChainCase(f"middle_out(budget={b})", "budget", "at the binding budget, epochs of half of it"),
+        ChainCase(f"middle_out(total={b})", "budget", "at the binding budget, room of half of it"),
         ChainCase(f"clear_tool_uses(trigger={b})", "budget", "at the binding budget"),
         *candidates(b),
     ]

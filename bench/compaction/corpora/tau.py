@@ -1,6 +1,6 @@
 """(a) tau-bench airline: 200 real conversations of a gpt-4o customer-service agent with tool calls.
 
-The project ships its own copy (bench/data/tau-bench-airline.json.gz, MIT: its LICENSE beside it), so the
+The project ships its own copy (bench/compaction/data/tau-bench-airline.json.gz, MIT: its LICENSE beside it), so the
 benchmark and its tests run in a clone that has nothing beside it. The data has no tool definitions, so requests
 of this corpus carry none and their tool-definition tokens are not counted.
 """

@@ -1,0 +1,1 @@
+"""What a request can make the proxy do: `python -m bench.complexity` (bench/complexity/cli.py)."""
