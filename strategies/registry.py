@@ -102,7 +102,44 @@ class Registry:
             )
             raise StrategyError(f"invalid parameter for {name!r}: {problems}", "invalid_parameter") from None
 
+    def describe(self, configured: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Every strategy with its summary and its parameters: name, JSON type, default (the configured value
+        where the configuration sets one), description, and whether only the configuration may set it. What the
+        X-Compaction-Strategies header accepts, as JSON (GET /strategies).
+        """
+        described = []
+        for name in self.names():
+            model = self.get(name).params_model
+            properties = model.model_json_schema().get("properties", {})
+            config_only = model.config_only()
+            settings = (configured or {}).get(name, {})
+            parameters = [
+                {
+                    "name": key,
+                    "type": _json_type(properties.get(key, {})),
+                    "default": settings.get(key, field.default),
+                    "description": field.description or "",
+                    "config_only": key in config_only,
+                }
+                for key, field in model.model_fields.items()
+            ]
+            described.append({"name": name, "summary": self.get(name).summary, "parameters": parameters})
+        return described
+
     def build(self, step: StepSpec, configured: Mapping[str, Any] | None = None) -> Strategy[Any]:
         """An instance with the configured parameters overridden by the step's own."""
         params = self.params_for(step.name, {**(configured or {}), **step.params})
         return self.get(step.name)(params)
+
+
+def _json_type(schema: Mapping[str, Any]) -> str:
+    """A parameter's JSON schema type in one line: "integer", "integer | null", "array of string", ..."""
+    if "anyOf" in schema:
+        return " | ".join(dict.fromkeys(_json_type(option) for option in schema["anyOf"]))
+    if "enum" in schema:
+        return " | ".join(f'"{value}"' for value in schema["enum"])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        items = schema.get("items")
+        return f"array of {_json_type(items)}" if isinstance(items, Mapping) else "array"
+    return str(kind)

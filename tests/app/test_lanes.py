@@ -5,14 +5,19 @@ large lane answers 503 and shows on /readyz, and a compaction past its deadline 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 
+from app import Settings, create_app
+from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
 from tests.support.holding import Holding
+from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
 HOLD = {"X-Compaction-Strategies": "hold"}
@@ -81,3 +86,56 @@ def test_waiting_for_a_thread_counts_against_the_deadline(start_proxy: ProxyFact
         holding.release.set()
         assert held.result().status_code == 200
     assert queued.status_code == 200 and queued.headers["x-compaction-fallback"] == "compaction_deadline"
+
+
+class BlockParams(Params):
+    pass
+
+
+def blocking_registry(entered: threading.Event, release: threading.Event) -> Registry:
+    class Block(Strategy[BlockParams]):
+        name = "block"
+        params_model = BlockParams
+        summary = "Holds the compaction until the test releases it."
+
+        def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+            entered.set()
+            release.wait(timeout=30)
+            return messages
+
+    return Registry([*BUILTINS, Block])
+
+
+def test_a_compaction_in_progress_does_not_block_other_requests(upstream: StandInUpstream) -> None:
+    entered, release = threading.Event(), threading.Event()
+    settings = Settings(upstream_base_url=f"{upstream.url}/v1")  # type: ignore[attr-defined]
+    with LoopbackServer(create_app(settings, blocking_registry(entered, release))) as proxy:
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        with ThreadPoolExecutor(1) as pool:
+            slow = pool.submit(
+                httpx.post, f"{proxy.url}/compact", json=body, headers={"X-Compaction-Strategies": "block"}, timeout=30
+            )
+            assert entered.wait(timeout=10)
+            # The event loop is free while the strategy holds its worker thread.
+            assert httpx.get(f"{proxy.url}/healthz", timeout=10).status_code == 200
+            assert httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
+            release.set()
+            assert slow.result().status_code == 200
+
+
+def test_the_compaction_stops_when_the_client_disconnects(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+    holding = Holding()
+    payload = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+        f"X-Compaction-Strategies: hold\r\nContent-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    with start_proxy(holding.registry) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+            client.sendall(head + payload)
+            holding.wait_entered()
+        holding.wait_stopped()
+        assert holding.stopped == ["cancelled"]
+        # The lane's thread is free again: the next request is compacted and answered.
+        holding.release.set()
+    assert upstream.received == []
