@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     upstream = Upstream(settings, keys, metrics)
     try:
         prefix = PrefixTracker.open(settings) if settings.prefix_tracking else None
-        notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics)
+        notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics.summariser_call)
     except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
         raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
     try:

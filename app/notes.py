@@ -18,7 +18,6 @@ from strategies.deadline import Deadline
 from .auth import Keys
 from .background import Background
 from .headers import RawHeaders
-from .metrics import Metrics
 from .notes_cache import CacheError, NotesStore, open_backend
 from .settings import Settings
 from .summariser import Summarisers
@@ -67,10 +66,16 @@ class NotesRuntime:
 
     @classmethod
     def build(
-        cls, settings: Settings, keys: Keys, models: ModelTable, client: httpx.AsyncClient, metrics: Metrics
+        cls,
+        settings: Settings,
+        keys: Keys,
+        models: ModelTable,
+        client: httpx.AsyncClient,
+        record: Callable[[str], None] = lambda outcome: None,
     ) -> NotesRuntime:
         """Raises CacheError when the cache cannot be opened (a SQLite file that cannot be created). A Redis that
         cannot be reached is not fatal: notes fall back (notes_cache_error) until it is (see start).
+        record: counts each summariser call by its outcome (Metrics.summariser_call).
         """
         ttl, size = settings.cache_ttl_seconds, settings.cache_max_entries
         backend = open_backend(settings.cache_url, ttl=ttl, max_entries=size)
@@ -80,7 +85,7 @@ class NotesRuntime:
             lock_seconds=settings.summariser_timeout + LOCK_MARGIN_SECONDS,
             submit=background.submit_from_thread if settings.notes_ahead_max > 0 else None,
         )
-        runtime = cls(store, background, Summarisers(settings, keys, models, client, metrics.summariser_call))
+        runtime = cls(store, background, Summarisers(settings, keys, models, client, record))
         runtime.cache_url = settings.cache_url
         return runtime
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field
+
 from .context import Context
 from .layout import Layout
 
@@ -11,6 +17,31 @@ SAFETY_MARGIN_PERCENT = 2
 # What the default budget leaves for the last user message when it is not yet known how long the next one
 # is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
 QUESTION_ALLOWANCE_PERCENT = 5
+
+
+# The parameters, one meaning each: `total` is the whole request, `budget` the kept turns (what the pinned
+# messages leave), `low_water` the share of the budget a cut leaves the kept turns at.
+def total_field() -> Any:
+    return Field(
+        None,
+        ge=0,
+        description="Prompt tokens of the whole request (messages, tools, reply priming) "
+        "(default: the context window minus the output reserve and a 2% safety margin).",
+    )
+
+
+def budget_field(default: str) -> Any:
+    return Field(None, ge=0, description=f"Tokens the kept non-pinned units may take (default: {default}).")
+
+
+def low_water_field(what: str, one: str) -> Any:
+    return Field(
+        0.5,
+        gt=0,
+        le=1,
+        description=f"Once the kept units outgrow budget, the oldest are {what} until they take at most "
+        f"budget * low_water tokens (1: {one}).",
+    )
 
 
 def safety_margin(ctx: Context) -> int:
@@ -45,3 +76,57 @@ def default_budget(layout: Layout, steady: frozenset[int], question: frozenset[i
     allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
     budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
     return budget, layout.cost(steady | question) > total
+
+
+def turns_budget(
+    layout: Layout, budget: int | None, ctx: Context, held_back: int = 0
+) -> tuple[frozenset[int], frozenset[int], int, dict[str, Any]]:
+    """The steady units, the question's unit, the kept turns' budget (the given one, else default_budget less
+    held_back, e.g. room for the notes) and what to report of it.
+    """
+    steady, question = steady_and_question(layout)
+    details: dict[str, Any] = {}
+    if budget is None:
+        budget, details["overflow"] = default_budget(layout, steady, question, ctx)
+        budget = max(0, budget - held_back)
+    return steady, question, budget, details
+
+
+class KeptTurns:
+    """The walk window and notes share: every unit but the steady ones goes, message by message, into a kept part
+    in conversation order; whenever the kept part passes the budget, the caller takes its oldest whole units out
+    (take_oldest), which stay out, their messages still to come included. Walking a whole request is exactly
+    walking its earlier requests first, so every request of a conversation finds the same cut points.
+    """
+
+    def __init__(self, layout: Layout, steady: frozenset[int]) -> None:
+        self.layout = layout
+        self.steady = steady
+        self.kept: deque[int] = deque()
+        self.unit_tokens: dict[int, int] = {}  # each kept unit's messages walked so far
+        self.taken: set[int] = set()
+        self.total = 0
+
+    def walk(self, budget: int, over: Callable[[int], None], checkpoint: Callable[[], None]) -> None:
+        """over(index) whenever the kept part passes budget, at the message it passes it with."""
+        unit_of = self.layout.unit_of()
+        for index, tokens in enumerate(self.layout.message_tokens):
+            checkpoint()
+            position = unit_of[index]
+            if position in self.steady or position in self.taken:
+                continue
+            if position not in self.unit_tokens:
+                self.kept.append(position)
+                self.unit_tokens[position] = 0
+            self.unit_tokens[position] += tokens
+            self.total += tokens
+            if self.total > budget:
+                over(index)
+
+    def take_oldest(self) -> tuple[int, int]:
+        """The oldest kept unit, out of the kept part, with its tokens."""
+        position = self.kept.popleft()
+        tokens = self.unit_tokens.pop(position)
+        self.total -= tokens
+        self.taken.add(position)
+        return position, tokens

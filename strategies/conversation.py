@@ -9,7 +9,7 @@ together, so no call or result is ever orphaned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,26 @@ def message_text(message: Message) -> str:
 def with_message_text(message: Message, new: str) -> Message:
     """A copy of the message whose text is `new`, its content in the shape the client used."""
     return {**message, "content": with_text(message.get("content"), new)}
+
+
+def rewrite_tool_results(
+    messages: list[Message], new_text: Callable[[Message, str], str], checkpoint: Callable[[], None]
+) -> tuple[list[Message], int]:
+    """The messages with every tool result's text replaced by new_text(message, text) where that differs, and how
+    many were rewritten; checkpoint() is called before each (Context.checkpoint).
+    """
+    out = list(messages)
+    rewritten = 0
+    for index, message in enumerate(messages):
+        if not is_tool_result(message):
+            continue
+        checkpoint()
+        text = message_text(message)
+        new = new_text(message, text)
+        if new != text:
+            out[index] = with_message_text(message, new)
+            rewritten += 1
+    return out, rewritten
 
 
 def result_id(message: Message) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from .base import Applied, Params
-from .budget import default_total
+from .budget import default_total, total_field
 from .context import Context
 from .epochs import EpochStrategy, room_field
 from .layout import Cut, Layout, Prefix, fit_cut
@@ -15,12 +15,7 @@ from .messages import Message
 
 
 class FitParams(Params):
-    total: int | None = Field(
-        None,
-        ge=0,
-        description="Prompt tokens of the whole request (messages, tools, reply priming) "
-        "(default: the context window minus the output reserve and a 2% safety margin).",
-    )
+    total: int | None = total_field()
     reserve: int | None = Field(
         None,
         ge=0,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from functools import partial
 from typing import Any
 
 from pydantic import Field
 
 from .base import Applied, Params, Strategy
 from .context import Context
-from .conversation import is_tool_result, message_text, with_message_text
+from .conversation import rewrite_tool_results
 from .markers import repeated
 from .messages import Message
 
@@ -160,7 +161,7 @@ class Minify(Strategy[MinifyParams]):
         "collapse runs of repeated lines."
     )
 
-    def _minified(self, message: Message, text: str, ctx: Context) -> str:
+    def _minified(self, message: Message, text: str, *, ctx: Context) -> str:
         repeats = self.params.min_repeats
         if ctx.memo is None:
             return minify_text(text, repeats)
@@ -170,15 +171,5 @@ class Minify(Strategy[MinifyParams]):
         return ctx.memo.get_or_compute(key, lambda: minify_text(text, repeats))
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
-        out = list(messages)
-        rewritten = 0
-        for index, message in enumerate(messages):
-            if not is_tool_result(message):
-                continue
-            ctx.checkpoint()
-            text = message_text(message)
-            new = self._minified(message, text, ctx)
-            if new != text:
-                out[index] = with_message_text(message, new)
-                rewritten += 1
+        out, rewritten = rewrite_tool_results(messages, partial(self._minified, ctx=ctx), ctx.checkpoint)
         return Applied(out, {"rewritten": rewritten})

@@ -10,16 +10,15 @@ holds, and only a request that crosses the budget needs a summariser call (usual
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from .base import CHAIN, CONFIG_ONLY, Applied, Params, Strategy
-from .budget import default_budget, steady_and_question
+from .budget import KeptTurns, budget_field, low_water_field, turns_budget
 from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
 from .context import Context
 from .conversation import is_pinned_role
@@ -44,15 +43,8 @@ HEADROOM = 0.1
 
 
 class NotesParams(Params):
-    budget: int | None = Field(
-        None,
-        ge=0,
-        description="Tokens the kept non-pinned units may take before the oldest are folded into the notes "
-        "(default: window's default budget less room for the notes).",
-    )
-    low_water: float = Field(
-        0.5, gt=0, le=1, description="A fold leaves the kept units at most budget * low_water tokens (as window's)."
-    )
+    budget: int | None = budget_field("window's default budget less room for the notes; past it the oldest are folded")
+    low_water: float = low_water_field("folded into the notes", "a fold on every request past the budget")
     model: str | None = Field(
         None,
         min_length=1,
@@ -144,13 +136,9 @@ class Notes(Strategy[NotesParams]):
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
         layout = Layout.of(messages, ctx)
-        steady, question = steady_and_question(layout)
-        budget = self.params.budget
-        details: dict[str, Any] = {}
-        if budget is None:
-            budget, details["overflow"] = default_budget(layout, steady, question, ctx)
-            budget = max(0, budget - NOTES_TOKENS_PER_WORD * self.params.max_words)
-        points = self._fold_points(layout, steady, budget)
+        held_back = NOTES_TOKENS_PER_WORD * self.params.max_words  # room for the notes themselves
+        steady, question, budget, details = turns_budget(layout, self.params.budget, ctx, held_back)
+        points = self._fold_points(layout, steady, budget, ctx)
         details.update(
             budget=budget,
             kept_units=len(set(points.kept) - question),
@@ -190,52 +178,37 @@ class Notes(Strategy[NotesParams]):
         )
         return Applied(out, details)
 
-    def _fold_points(self, layout: Layout, steady: frozenset[int], budget: int) -> FoldPoints:
-        unit_of = layout.unit_of()
+    def _fold_points(self, layout: Layout, steady: frozenset[int], budget: int, ctx: Context) -> FoldPoints:
         low = int(budget * self.params.low_water)
         at_least = budget - low + int(budget * HEADROOM)
-        kept: deque[int] = deque()
-        unit_tokens: dict[int, int] = {}  # each kept unit's messages replayed so far
-        folded: set[int] = set()
+        turns = KeptTurns(layout, steady)
         folds: list[Fold] = []
-        total = 0
-        for index, tokens in enumerate(layout.message_tokens):
-            position = unit_of[index]
-            if position in steady or position in folded:
-                continue
-            if position not in unit_tokens:
-                kept.append(position)
-                unit_tokens[position] = 0
-            unit_tokens[position] += tokens
-            total += tokens
-            if total <= budget:
-                continue
+
+        def fold(index: int) -> None:
             # First the part that can be prepared ahead, then whatever else it takes to get down to low.
             prepared: list[int] = []
             taken = 0
-            while kept and taken < at_least:
-                prepared.append(kept.popleft())
-                taken += unit_tokens[prepared[-1]]
-            total -= taken
-            rest: list[int] = []
-            while kept and total > low:
-                rest.append(kept.popleft())
-                total -= unit_tokens[rest[-1]]
-            for group in (prepared, rest):
-                if group:
-                    folds.append(Fold(tuple(group), index))
-                    folded.update(group)
+            while turns.kept and taken < at_least:
+                position, tokens = turns.take_oldest()
+                prepared.append(position)
+                taken += tokens
+            rest = []
+            while turns.kept and turns.total > low:
+                rest.append(turns.take_oldest()[0])
+            folds.extend(Fold(tuple(group), index) for group in (prepared, rest) if group)
+
+        turns.walk(budget, fold, ctx.checkpoint)
         ahead = None
-        if self.params.prepare_at < 1 and total > budget * self.params.prepare_at:
+        if self.params.prepare_at < 1 and turns.total > budget * self.params.prepare_at:
             group, taken = [], 0
-            for position in kept:
+            for position in turns.kept:
                 if taken >= at_least:
                     break
                 group.append(position)
-                taken += unit_tokens[position]
+                taken += turns.unit_tokens[position]
             if taken >= at_least:
                 ahead = Fold(tuple(group), len(layout.messages) - 1)
-        return FoldPoints(folds, list(kept), total, ahead)
+        return FoldPoints(folds, list(turns.kept), turns.total, ahead)
 
     def _steps(
         self, layout: Layout, folds: list[Fold], key: str, limit: int, prompt: str, model: str, ctx: Context

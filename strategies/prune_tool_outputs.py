@@ -6,7 +6,7 @@ from pydantic import Field
 
 from .base import Applied, Params, Strategy
 from .context import Context
-from .conversation import is_tool_result, message_text, with_message_text
+from .conversation import rewrite_tool_results
 from .markers import pruned
 from .messages import Message
 
@@ -27,14 +27,9 @@ class PruneToolOutputs(Strategy[PruneToolOutputsParams]):
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
         limit = self.params.max_chars
-        out = list(messages)
-        cut = 0
-        for index, message in enumerate(messages):
-            if not is_tool_result(message):
-                continue
-            ctx.checkpoint()
-            text = message_text(message)
-            if len(text) > limit:
-                out[index] = with_message_text(message, pruned(text, limit))
-                cut += 1
-        return Applied(out, {"pruned": cut})
+
+        def cut(message: Message, text: str) -> str:
+            return pruned(text, limit) if len(text) > limit else text
+
+        out, pruned_results = rewrite_tool_results(messages, cut, ctx.checkpoint)
+        return Applied(out, {"pruned": pruned_results})

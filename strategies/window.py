@@ -8,31 +8,19 @@ by walking the conversation from its start, so every request of a conversation f
 
 from __future__ import annotations
 
-from collections import deque
-
-from pydantic import Field
-
 from .base import Applied, Params, Strategy
-from .budget import default_budget, steady_and_question
+from .budget import KeptTurns, budget_field, low_water_field, turns_budget
 from .context import Context
 from .layout import Layout
 from .messages import Message
 
 
 class WindowParams(Params):
-    budget: int | None = Field(
-        None,
-        ge=0,
-        description="Tokens the kept non-pinned units may take (default: fit's default total minus the tools, "
-        "the system/developer messages, the first unit and room for the last user message).",
+    budget: int | None = budget_field(
+        "fit's default total less the tools, the system/developer messages, the first unit and room for the last "
+        "user message"
     )
-    low_water: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="When the kept units outgrow budget, the oldest are cut until they take at most "
-        "budget * low_water (1: a sliding window that moves with every request).",
-    )
+    low_water: float = low_water_field("cut", "a sliding window that moves with every request")
 
 
 class Window(Strategy[WindowParams]):
@@ -53,37 +41,21 @@ class Window(Strategy[WindowParams]):
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
         layout = Layout.of(messages, ctx)
-        unit_of = layout.unit_of()
-        steady, question = steady_and_question(layout)
-
-        budget = self.params.budget
-        details: dict[str, bool] = {}
-        if budget is None:
-            budget, details["overflow"] = default_budget(layout, steady, question, ctx)
+        steady, question, budget, details = turns_budget(layout, self.params.budget, ctx)
         low = int(budget * self.params.low_water)
 
-        kept: deque[int] = deque()
-        unit_tokens: dict[int, int] = {}  # each kept unit's messages replayed so far
-        total_kept = cuts = 0
-        cut: set[int] = set()
-        for index, tokens in enumerate(layout.message_tokens):
-            ctx.checkpoint()
-            position = unit_of[index]
-            if position in steady or position in cut:  # a unit is cut whole, also its messages still to come
-                continue
-            if position not in unit_tokens:
-                kept.append(position)
-                unit_tokens[position] = 0
-            unit_tokens[position] += tokens
-            total_kept += tokens
-            if total_kept > budget:
-                cuts += 1
-                while total_kept > low:
-                    oldest = kept.popleft()
-                    total_kept -= unit_tokens.pop(oldest)
-                    cut.add(oldest)
+        turns = KeptTurns(layout, steady)
+        cuts = 0
 
-        kept_units, cut_units = len(set(kept) - question), len(cut - question)
+        def cut(index: int) -> None:
+            nonlocal cuts
+            cuts += 1
+            while turns.total > low:
+                turns.take_oldest()
+
+        turns.walk(budget, cut, ctx.checkpoint)
+        kept, cut_positions = turns.kept, turns.taken
+        kept_units, cut_units = len(set(kept) - question), len(cut_positions - question)
         report = {"budget": budget, "kept_units": kept_units, "cut_units": cut_units, "cuts": cuts, **details}
         if not cut_units:
             return Applied(list(messages), report)

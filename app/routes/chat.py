@@ -6,6 +6,7 @@ import logging
 
 from fastapi import APIRouter, Request, Response
 
+from ..compaction import Compacted
 from ..errors import ApiError
 from ..headers import upstream_request_headers
 from ..jsonbody import dump_json
@@ -17,6 +18,13 @@ router = APIRouter()
 logger = logging.getLogger("compaction_proxy.chat")
 
 
+async def read_and_compact(request: Request, *, tracked: bool) -> Compacted | None:
+    """The request's body, read and compacted; None when the client went away meanwhile."""
+    svc = services(request)
+    raw = await read_body(request, svc.settings.max_body_bytes)
+    return await svc.compactor.compact_request(request, raw, tracked=tracked)
+
+
 def client_gone() -> Response:
     # What nginx logs for a client that closed the connection before the answer: nobody reads this one.
     return Response(status_code=499)
@@ -25,8 +33,7 @@ def client_gone() -> Response:
 @router.post("/v1/chat/completions", openapi_extra=CHAT_OPENAPI, responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
     svc = services(request)
-    raw = await read_body(request, svc.settings.max_body_bytes)
-    compacted = await svc.compactor.compact_request(request, raw, tracked=True)
+    compacted = await read_and_compact(request, tracked=True)
     if compacted is None:
         return client_gone()
     svc.metrics.compacted(compacted)
@@ -59,16 +66,15 @@ async def chat_completions(request: Request) -> Response:
 @router.post("/compact", openapi_extra=COMPACT_OPENAPI, responses=COMPACT_RESPONSES)
 async def compact(request: Request) -> Response:
     """Dry run: what /v1/chat/completions would send upstream, with per-step stats. Nothing is forwarded."""
-    svc = services(request)
-    raw = await read_body(request, svc.settings.max_body_bytes)
-    compacted = await svc.compactor.compact_request(request, raw, tracked=False)
+    compacted = await read_and_compact(request, tracked=False)
     if compacted is None:
         return client_gone()
     if not compacted.counted:
         raise ApiError(
             503,
             f"Compaction did not finish within compaction_deadline_seconds "
-            f"({svc.settings.compaction_deadline_seconds:g} s); a chat completion would be forwarded uncompacted.",
+            f"({services(request).settings.compaction_deadline_seconds:g} s); a chat completion would be forwarded "
+            "uncompacted.",
             type="server_error",
             code="compaction_deadline",
         )

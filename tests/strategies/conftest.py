@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from strategies import Context, TokenCounter
-from tests.strategies.recording import RecordingContext
+from tests.strategies.harness import RecordingContext
 
 
 @pytest.fixture(scope="session")

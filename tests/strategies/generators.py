@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from strategies import StepSpec
+from strategies import ModelLimits, StepSpec
 from strategies.messages import Message
 from tests.factories import assistant, legacy_call, legacy_result, parts, system, tool_call, user
 
@@ -66,6 +66,10 @@ def conversations(draw: st.DrawFn) -> list[Message]:
                 )
     messages.append(user(draw(words)))
     return messages
+
+
+# Small model windows, so that budget strategies cut in conversations of a few thousand tokens.
+model_limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_output=st.integers(1, 20_000))
 
 
 # Strategy steps with random parameters, for the property tests of chains.

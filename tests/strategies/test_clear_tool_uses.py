@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from strategies import Context, TokenCounter
 from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
 from strategies.conversation import is_tool_result, text_of
-from strategies.invariants import compaction_problems, pairing_problems
+from strategies.invariants import pairing_problems
 from strategies.messages import Message
 from tests.factories import (
     agent_loop,
@@ -28,7 +28,7 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -213,11 +213,7 @@ examples = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 @given(conversations(), params)
 def test_invariants_hold(counter: TokenCounter, messages: list[Message], p: dict[str, Any]) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter)
-    snapshot = copy.deepcopy(messages)
-    out = clear(messages, ctx, **p)
-    assert json.dumps(messages) == json.dumps(snapshot)
-    assert compaction_problems(messages, out) == [] and pairing_problems(out) == []
-    assert json.dumps(out) == json.dumps(clear(copy.deepcopy(messages), ctx, **p))
+    out = keeps_the_invariants(lambda m: clear(m, ctx, **p), messages)
     assert ctx.count(messages) - ctx.count(out) == ctx.details["cleared_tokens"] >= 0
     assert len(out) == len(messages)
     for before, after in zip(messages, out, strict=True):

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from strategies import Context, TokenCounter
 from strategies.conversation import text_of
 from strategies.dedupe import Dedupe, DedupeParams
-from strategies.invariants import compaction_problems, pairing_problems
 from strategies.messages import Message
 from tests.factories import (
     agent_loop,
@@ -27,7 +26,7 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import characters, conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 
 def dedupe(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -136,11 +135,7 @@ min_chars = st.sampled_from([0, 50, 200])
 @given(with_repeats(), min_chars)
 def test_properties_over_conversations(counter: TokenCounter, messages: list[Message], minimum: int) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter)
-    snapshot = json.dumps(messages)
-    out = dedupe(messages, ctx, min_chars=minimum)
-    assert json.dumps(messages) == snapshot  # input untouched
-    assert compaction_problems(messages, out) == [] and pairing_problems(out) == []
-    assert json.dumps(dedupe(copy.deepcopy(messages), ctx, min_chars=minimum)) == json.dumps(out)
+    out = keeps_the_invariants(lambda m: dedupe(m, ctx, min_chars=minimum), messages)
     for index, (before, after) in enumerate(zip(messages, out, strict=True)):
         if after is before:
             continue

@@ -34,7 +34,7 @@ from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsPara
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
 from tests.factories import agent_loop, call, client_requests, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations, fit, middle_out, shorten_tools
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.harness import RecordingContext, apply
 
 REGISTRY = Registry(BUILTINS)
 

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 from strategies import Context, ModelLimits, ModelTable, TokenCounter
 from strategies.fit import Fit, FitParams
-from strategies.invariants import compaction_problems, pairing_problems
+from strategies.invariants import pairing_problems
 from strategies.layout import gather, pinned_units, split_units
 from strategies.messages import Message
 from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
-from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.generators import conversations, model_limits
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 
 def fit(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -131,12 +131,11 @@ params = st.fixed_dictionaries(
     {},
     optional={"total": st.one_of(st.integers(0, 300), st.integers(0, 5000)), "reserve": st.integers(0, 3000)},
 )
-limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_output=st.integers(1, 20_000))
 requests = st.fixed_dictionaries({}, optional={"max_tokens": st.integers(1, 5000)})
 
 
 @examples
-@given(conversations(), params, limits, requests)
+@given(conversations(), params, model_limits, requests)
 def test_properties(
     counter: TokenCounter,
     messages: list[Message],
@@ -145,12 +144,7 @@ def test_properties(
     request: dict[str, Any],
 ) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits, request=request)
-    snapshot = copy.deepcopy(messages)
-    out = fit(messages, ctx, **params)
-    assert json.dumps(messages) == json.dumps(snapshot)
-    assert compaction_problems(messages, out) == []
-    assert pairing_problems(out) == []
-    assert json.dumps(out) == json.dumps(fit(snapshot, ctx, **params))
+    out = keeps_the_invariants(lambda m: fit(m, ctx, **params), messages)
 
     total = ctx.details["total"]
     units = split_units(messages)

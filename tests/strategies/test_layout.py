@@ -27,7 +27,7 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext
+from tests.strategies.harness import RecordingContext
 
 
 def priced(messages: list[Message], ctx: Context) -> tuple[list[list[int]], set[int], list[int]]:

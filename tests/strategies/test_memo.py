@@ -6,7 +6,7 @@ from strategies import Memo, TokenCounter
 from strategies.memo import ENTRY_OVERHEAD
 from strategies.minify import Minify, MinifyParams
 from tests.factories import agent_loop, result
-from tests.strategies.recording import RecordingContext
+from tests.strategies.harness import RecordingContext
 
 
 def test_a_key_is_computed_once_then_remembered() -> None:

@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import Context, ModelLimits, TokenCounter
-from strategies.invariants import compaction_problems, pairing_problems
+from strategies.invariants import pairing_problems
 from strategies.layout import gather, pinned_units, split_units
 from strategies.messages import Message
 from strategies.middle_out import MiddleOut, MiddleOutParams
 from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
-from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.generators import conversations, model_limits
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 
 def middle_out(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -92,21 +92,15 @@ params = st.fixed_dictionaries(
     {},
     optional={"total": st.one_of(st.integers(0, 300), st.integers(0, 5000)), "max_messages": st.integers(1, 30)},
 )
-limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_output=st.integers(1, 20_000))
 
 
 @examples
-@given(conversations(), params, limits)
+@given(conversations(), params, model_limits)
 def test_properties(
     counter: TokenCounter, messages: list[Message], params: dict[str, Any], limits: ModelLimits
 ) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
-    snapshot = copy.deepcopy(messages)
-    out = middle_out(messages, ctx, **params)
-    assert json.dumps(messages) == json.dumps(snapshot)
-    assert compaction_problems(messages, out) == []
-    assert pairing_problems(out) == []
-    assert json.dumps(out) == json.dumps(middle_out(snapshot, ctx, **params))
+    out = keeps_the_invariants(lambda m: middle_out(m, ctx, **params), messages)
 
     budget, limit = ctx.details["total"], params.get("max_messages", len(messages))
     units = split_units(messages)

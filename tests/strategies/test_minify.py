@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 
 from strategies import Context, TokenCounter
 from strategies.conversation import is_tool_result, text_of
-from strategies.invariants import compaction_problems, pairing_problems
 from strategies.messages import Message
 from strategies.minify import Minify, MinifyParams
 from tests.factories import assistant, call, legacy_call, legacy_result, parts, result, system, user
 from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 LINE = "WARNING: deprecated call in module foo"  # 38 characters: 2 copies outweigh a marker
 
@@ -165,11 +164,7 @@ min_repeats = st.integers(2, 5)
 @given(conversations(), min_repeats)
 def test_properties_over_conversations(counter: TokenCounter, messages: list[Message], repeats: int) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter)
-    snapshot = json.dumps(messages)
-    out = minify(messages, ctx, min_repeats=repeats)
-    assert json.dumps(messages) == snapshot  # input untouched
-    assert compaction_problems(messages, out) == [] and pairing_problems(out) == []
-    assert json.dumps(minify(copy.deepcopy(messages), ctx, min_repeats=repeats)) == json.dumps(out)
+    out = keeps_the_invariants(lambda m: minify(m, ctx, min_repeats=repeats), messages)
     assert json.dumps(minify(out, ctx, min_repeats=repeats)) == json.dumps(out)  # idempotent
     for before, after in zip(messages, out, strict=True):
         if not is_tool_result(before):

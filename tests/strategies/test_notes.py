@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -20,7 +19,7 @@ from strategies.notes_io import NotesUnavailable
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, assistant, call, client_requests, qa_chat, result, system, user
 from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext
+from tests.strategies.harness import RecordingContext, keeps_the_invariants
 
 
 def dumps(messages: list[Message]) -> str:
@@ -222,12 +221,7 @@ notes_params = st.fixed_dictionaries(
 @examples
 @given(conversations(), notes_params)
 def test_properties(counter: TokenCounter, messages: list[Message], params: dict[str, Any]) -> None:
-    snapshot = copy.deepcopy(messages)
-    out = Harness(counter).run(messages, **params)
-    assert dumps(messages) == dumps(snapshot)  # 1. the input is untouched
-    assert compaction_problems(messages, out) == []  # 3. pinned messages byte-identical, in order
-    assert pairing_problems(out) == []  # 2. every call keeps its result
-    assert dumps(out) == dumps(Harness(counter).run(snapshot, **params))  # 4. deterministic
+    keeps_the_invariants(lambda m: Harness(counter).run(m, **params), messages)
 
 
 def question_unit(messages: list[Message]) -> list[Message]:

@@ -14,7 +14,7 @@ from strategies.invariants import compaction_problems, pairing_problems
 from strategies.messages import Message
 from strategies.minify import minify_text
 from tests.strategies.generators import conversations, steps
-from tests.strategies.recording import RecordingContext
+from tests.strategies.harness import RecordingContext
 
 MARKERS = (
     "Truncated (",

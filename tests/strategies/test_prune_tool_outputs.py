@@ -7,7 +7,7 @@ from strategies import Context
 from strategies.messages import Message
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
 from tests.factories import assistant, call, legacy_call, legacy_result, output, parts, result, system, user
-from tests.strategies.recording import apply
+from tests.strategies.harness import apply
 
 
 def prune(messages: list[Message], ctx: Context, **params: int) -> list[Message]:

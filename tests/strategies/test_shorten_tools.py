@@ -24,7 +24,7 @@ from tests.factories import (
     tool_call,
     user,
 )
-from tests.strategies.recording import apply
+from tests.strategies.harness import apply
 
 
 def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:

@@ -10,12 +10,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from strategies import Context, Registry, StrategyError, TokenCounter
-from strategies.invariants import compaction_problems, pairing_problems
 from strategies.messages import Message
 from strategies.trim_bulky import REQUEST_TIMEOUT_SECONDS, SEARCH_TIMEOUT_SECONDS, TrimBulky, TrimBulkyParams
 from tests.factories import assistant, call, parts, result, system, user
 from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 SEARCH = "Search results:\n1. A\n2. B\n3. C"
 STUB = "[Search results (3 options) shown to the user; omitted]"
@@ -122,11 +121,7 @@ def chats(draw: st.DrawFn) -> list[Message]:
 @given(chats(), st.integers(0, 2))
 def test_invariants_hold(counter: TokenCounter, messages: list[Message], keep_last: int) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter)
-    snapshot = copy.deepcopy(messages)
-    out = trim(messages, ctx, keep_last=keep_last)
-    assert json.dumps(messages) == json.dumps(snapshot)
-    assert compaction_problems(messages, out) == [] and pairing_problems(out) == []
-    assert json.dumps(out) == json.dumps(trim(copy.deepcopy(messages), ctx, keep_last=keep_last))
+    out = keeps_the_invariants(lambda m: trim(m, ctx, keep_last=keep_last), messages)
     changed = [(a, b) for a, b in zip(messages, out, strict=True) if a is not b]
     assert len(changed) == ctx.details["trimmed_messages"]
     for before, after in changed:

@@ -13,8 +13,8 @@ from strategies.layout import gather, pinned_units, split_units
 from strategies.messages import Message
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, call, calls, client_requests, output, qa_chat, result, system, user
-from tests.strategies.generators import conversations
-from tests.strategies.recording import RecordingContext, apply
+from tests.strategies.generators import conversations, model_limits
+from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 
 def window(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -140,21 +140,15 @@ params = st.fixed_dictionaries(
         "low_water": st.sampled_from([0.1, 0.5, 0.5, 0.9, 1.0]),
     },
 )
-limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_output=st.integers(1, 20_000))
 
 
 @examples
-@given(conversations(), params, limits)
+@given(conversations(), params, model_limits)
 def test_properties(
     counter: TokenCounter, messages: list[Message], params: dict[str, Any], limits: ModelLimits
 ) -> None:
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
-    snapshot = copy.deepcopy(messages)
-    out = window(messages, ctx, **params)
-    assert dumps(messages) == dumps(snapshot)
-    assert compaction_problems(messages, out) == []
-    assert pairing_problems(out) == []
-    assert dumps(out) == dumps(window(snapshot, ctx, **params))
+    out = keeps_the_invariants(lambda m: window(m, ctx, **params), messages)
 
     units = split_units(messages)
     pinned = ctx.count_request(gather(messages, units, pinned_units(messages, units)))
