@@ -22,7 +22,7 @@ from strategies import (
     TokenCounter,
     parse_chain,
 )
-from strategies.deadline import CompactionStopped, Deadline
+from strategies.context import CompactionStopped, Deadline
 
 from .auth import Keys
 from .errors import ApiError

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 from starlette.requests import Request
 
-from strategies.deadline import CompactionStopped, Deadline
+from strategies.context import CompactionStopped, Deadline
 
 from .errors import ApiError
 from .settings import Settings

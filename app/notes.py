@@ -13,7 +13,7 @@ import anyio.to_thread
 import httpx
 
 from strategies import ModelTable, NotesCache, Summariser
-from strategies.deadline import Deadline
+from strategies.context import Deadline
 
 from .auth import Keys
 from .background import Background

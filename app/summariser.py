@@ -19,8 +19,8 @@ import httpx
 import orjson
 
 from strategies import Message, ModelTable
+from strategies.context import Deadline
 from strategies.conversation import text_of
-from strategies.deadline import Deadline
 from strategies.notes_io import SUMMARISER_ERROR, SUMMARISER_LIMIT, SUMMARISER_TIMEOUT, NotesUnavailable
 
 from .auth import Keys

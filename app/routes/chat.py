@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request, Response
 from ..compaction import Compacted
 from ..errors import ApiError
 from ..headers import upstream_request_headers
-from ..jsonbody import dump_json
 from ..limits import read_body
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
 from ..services import services
+from ..wire import dump_json
 
 router = APIRouter()
 logger = logging.getLogger("compaction_proxy.chat")

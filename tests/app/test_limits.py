@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from app.errors import ApiError
-from app.jsonbody import parse_object
+from app.wire import parse_object
 from tests.app.conftest import ProxyFactory
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Canned, StandInUpstream

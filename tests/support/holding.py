@@ -6,7 +6,7 @@ import threading
 import time
 
 from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
-from strategies.deadline import CompactionStopped
+from strategies.context import CompactionStopped
 
 
 class HoldParams(Params):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strategies import Chain, Context, Registry, TokenCounter
-from strategies.deadline import CLOCK_EVERY, CompactionStopped, Deadline
+from strategies.context import CLOCK_EVERY, CompactionStopped, Deadline
 from strategies.registry import BUILTINS
 from tests.factories import agent_loop
 
