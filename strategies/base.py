@@ -27,6 +27,8 @@ class Params(BaseModel):
     """Base for strategy parameters: unknown keys are errors, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Old name -> new name, so that a configuration or header with a renamed parameter gets told the new one.
+    renamed: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def config_only(cls) -> frozenset[str]:

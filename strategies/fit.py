@@ -15,6 +15,7 @@ from .messages import Message
 
 
 class FitParams(Params):
+    renamed = {"epoch": "room"}
     total: int | None = total_field()
     reserve: int | None = Field(
         None,

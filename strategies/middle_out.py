@@ -15,6 +15,7 @@ from .messages import Message
 
 
 class MiddleOutParams(Params):
+    renamed = {"budget": "total", "epoch": "room"}
     total: int | None = total_field()
     max_messages: int | None = Field(
         None,

@@ -43,6 +43,7 @@ HEADROOM = 0.1
 
 
 class NotesParams(Params):
+    renamed = {"keep_ratio": "low_water"}
     budget: int | None = budget_field("window's default budget less room for the notes; past it the oldest are folded")
     low_water: float = low_water_field("folded into the notes", "a fold on every request past the budget")
     model: str | None = Field(

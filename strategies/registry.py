@@ -89,6 +89,10 @@ class Registry:
         model = self.get(name).params_model
         valid = ", ".join(model.model_fields) or "(none)"
         for key in values:
+            if key in model.renamed and key not in model.model_fields:
+                raise StrategyError(
+                    f"strategy {name!r}: parameter {key!r} is now called {model.renamed[key]!r}", "unknown_parameter"
+                )
             if key not in model.model_fields:
                 raise StrategyError(
                     f"strategy {name!r} has no parameter {key!r}; valid parameters: {valid}", "unknown_parameter"

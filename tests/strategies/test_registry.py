@@ -150,3 +150,17 @@ def test_a_plugin_whose_entry_point_name_differs_from_its_strategy_name_is_refus
 
 def test_without_plugins_installed_only_the_builtins_are_found() -> None:
     assert Registry.with_plugins().names() == sorted(s.name for s in BUILTINS)
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new"),
+    [
+        ("middle_out", "budget", "total"),
+        ("fit", "epoch", "room"),
+        ("middle_out", "epoch", "room"),
+        ("notes", "keep_ratio", "low_water"),
+    ],
+)
+def test_a_renamed_parameter_is_refused_with_its_new_name(registry: Registry, name: str, old: str, new: str) -> None:
+    with pytest.raises(StrategyError, match=f"parameter '{old}' is now called '{new}'"):
+        registry.params_for(name, {old: 1})
