@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Sequence
 
 import anyio
 import httpx
-import orjson
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Send
@@ -17,6 +16,7 @@ from .errors import ApiError
 from .headers import RawHeaders, client_response_headers
 from .metrics import Metrics
 from .settings import Settings
+from .wire import ChatCompletions, WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
@@ -79,26 +79,37 @@ class Upstream:
             ) from None
 
     def relay(
-        self, response: httpx.Response, what: str, extra_headers: Sequence[tuple[bytes, bytes]] = ()
+        self,
+        response: httpx.Response,
+        what: str,
+        extra_headers: Sequence[tuple[bytes, bytes]] = (),
+        wire: WireFormat | None = None,
     ) -> StreamingResponse:
         """Status, headers and body bytes as the upstream sent them (still compressed, if they were).
-        `what` names the request in log lines ("POST chat/completions"): never a query string.
+        `what` names the request in log lines ("POST chat/completions"): never a query string. `wire`: the
+        format whose error event ends a broken stream (default: chat completions').
         """
-        return Relay(response, what, self.metrics, extra_headers)
+        return Relay(response, what, self.metrics, extra_headers, wire or ChatCompletions())
 
 
 class Relay(StreamingResponse):
     """Streams an upstream response to the client. If the upstream breaks off mid-body, the client must
-    not be handed something that looks complete: an SSE stream gets an error event in OpenAI's shape (and
-    no [DONE]); any other body is left unfinished, so the server drops the connection mid-message.
+    not be handed something that looks complete: an SSE stream gets the wire format's error event (and, for
+    chat, no [DONE]); any other body is left unfinished, so the server drops the connection mid-message.
     """
 
     def __init__(
-        self, response: httpx.Response, what: str, metrics: Metrics, extra_headers: Sequence[tuple[bytes, bytes]]
+        self,
+        response: httpx.Response,
+        what: str,
+        metrics: Metrics,
+        extra_headers: Sequence[tuple[bytes, bytes]],
+        wire: WireFormat,
     ) -> None:
         self.upstream = response
         self.what = what
         self.metrics = metrics
+        self.wire = wire
         self.complete = True
         super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(response.aclose))
         self.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
@@ -124,7 +135,7 @@ class Relay(StreamingResponse):
                 type(exc).__name__,
             )
             if self._can_append_event(sent, tail):
-                yield _error_event(timeout)
+                yield self.wire.stream_error_event(*_broken_stream(timeout))
             else:
                 self.complete = False
         finally:
@@ -151,10 +162,8 @@ class Relay(StreamingResponse):
         # client sees a truncated body instead of a short one that looks whole.
 
 
-def _error_event(timeout: bool) -> bytes:
+def _broken_stream(timeout: bool) -> tuple[str, str]:
+    """The message and code a broken stream's error event carries."""
     if timeout:
-        message, code = "The upstream API stopped sending before the response was complete.", "upstream_timeout"
-    else:
-        message, code = "The upstream API broke off the response before it was complete.", "upstream_broken_stream"
-    error = {"message": message, "type": "upstream_error", "param": None, "code": code}
-    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+        return "The upstream API stopped sending before the response was complete.", "upstream_timeout"
+    return "The upstream API broke off the response before it was complete.", "upstream_broken_stream"

@@ -27,3 +27,9 @@ class WireFormat(Protocol):
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         """The body with these messages in place of the parsed ones."""
         ...
+
+    def stream_error_event(self, message: str, code: str) -> bytes:
+        """The SSE event that ends a stream the upstream broke off: one the format's SDKs raise on, so a client
+        never takes a cut-off answer for a whole one.
+        """
+        ...

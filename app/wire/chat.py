@@ -8,7 +8,7 @@ from strategies import Message
 
 from ..errors import ApiError
 from .base import Parsed
-from .json_body import dump_body, parse_object
+from .json_body import dump_body, dump_json, parse_object
 
 
 class ChatCompletions:
@@ -52,6 +52,11 @@ class ChatCompletions:
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         return dump_body({**parsed.body, "messages": messages}, parsed.stdlib)
+
+    def stream_error_event(self, message: str, code: str) -> bytes:
+        # The openai SDK raises APIError on a chunk with an "error" key; no [DONE] follows.
+        error = {"message": message, "type": "upstream_error", "param": None, "code": code}
+        return b"data: " + dump_json({"error": error}) + b"\n\n"
 
 
 def _json_type(value: Any) -> str:
