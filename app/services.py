@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Request
+from starlette.requests import HTTPConnection, Request
 
 from .auth import Keys
 from .compaction import Compactor
@@ -26,8 +26,9 @@ class Services:
     readiness: Readiness
 
 
-def services(request: Request) -> Services:
-    found: Services = request.app.state.services
+def services(connection: HTTPConnection) -> Services:
+    """The app's services, for a request or a WebSocket."""
+    found: Services = connection.app.state.services
     return found
 
 

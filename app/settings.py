@@ -196,6 +196,12 @@ class Settings(BaseSettings):
         description="Seconds an idle client connection stays open. Keep it longer than the idle timeout of the "
         "clients and load balancers in front, so that they close idle connections, not the proxy.",
     )
+    responses_websocket: Literal["refuse", "relay"] = Field(
+        "refuse",
+        description="A WebSocket to /v1/responses: refuse answers the upgrade 426, and Codex then sends each request "
+        "as an HTTP POST with the whole conversation, which is compacted; relay passes the socket's frames both ways "
+        "uncompacted (over a socket a client sends only the new items, so there is nothing to compact).",
+    )
     # --- Client connections (app.connections), each limit per process ---
     request_head_timeout_seconds: float = Field(
         20.0,
