@@ -203,10 +203,13 @@ class _View:
             field = OUTPUTS[kind]
             output = item.get(field) if field else None
             self.anchors.add(index)
+            result: Message = {"role": "tool", "tool_call_id": key}
+            if isinstance(item.get("name"), str):  # the tool's name, which chat results may carry too
+                result["name"] = item["name"]
             if isinstance(output, str | list):
-                self.new({"role": "tool", "tool_call_id": key, "content": _chat_content(output)}, index)
+                self.new({**result, "content": _chat_content(output)}, index)
             else:
-                self.new({"role": "tool", "tool_call_id": key, "content": ""}, index, unseen=_unseen(item))
+                self.new({**result, "content": ""}, index, unseen=_unseen(item))
             self.open = None
             return
         self.pinned([index])
