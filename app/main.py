@@ -114,7 +114,6 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     app.include_router(health.router)  # /healthz, /readyz and /metrics need no key
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
-    # Its WebSocket route checks the key itself: a dependency reads an HTTP request.
     app.include_router(responses.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path

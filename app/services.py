@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import HTTPConnection
 
 from .auth import Keys
 from .compaction import Compactor
@@ -32,6 +32,8 @@ def services(connection: HTTPConnection) -> Services:
     return found
 
 
-async def authenticate(request: Request) -> None:
-    """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact."""
-    services(request).keys.check(request.headers.get("authorization"))
+async def authenticate(connection: HTTPConnection) -> None:
+    """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact, a WebSocket too
+    (its handshake is then refused with the error).
+    """
+    services(connection).keys.check(connection.headers.get("authorization"))

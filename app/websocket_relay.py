@@ -65,8 +65,8 @@ async def relay(websocket: WebSocket, svc: Services, path: str) -> None:
     except websockets.InvalidStatus as exc:
         answer = exc.response
         logger.info("upstream refused the WebSocket on %s: %d", path, answer.status_code)
-        headers_out = {k: v for k, v in answer.headers.raw_items() if k.lower() in ("content-type", "retry-after")}
-        await websocket.send_denial_response(Response(answer.body or b"", answer.status_code, headers=headers_out))
+        kept = {k: v for k, v in answer.headers.raw_items() if k.lower() in ("content-type", "retry-after")}
+        await websocket.send_denial_response(Response(bytes(answer.body or b""), answer.status_code, headers=kept))
         return
     except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
         svc.metrics.upstream_error("unreachable")

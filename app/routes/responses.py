@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, WebSocket
 
 from ..compaction import Compacted
-from ..errors import ApiError
 from ..openapi import COMPACT_RESPONSES_OPENAPI, COMPACT_RESPONSES_RESPONSES, RESPONSES_OPENAPI, RESPONSES_RESPONSES
 from ..services import services
 from ..websocket_relay import refuse, relay
@@ -39,12 +38,8 @@ async def compact_responses(request: Request) -> Response:
 
 @router.websocket("/v1/responses")
 async def responses_websocket(websocket: WebSocket) -> None:
+    """The key was checked (authenticate) before the handshake is answered."""
     svc = services(websocket)
-    try:
-        svc.keys.check(websocket.headers.get("authorization"))
-    except ApiError as exc:
-        await websocket.send_denial_response(exc.response())
-        return
     if svc.settings.responses_websocket == "refuse":
         await refuse(websocket)
     else:

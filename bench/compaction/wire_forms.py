@@ -2,7 +2,8 @@
 are. `responses`: each request as a Responses API body (input items, flat tools), compacted the way the proxy
 compacts POST /v1/responses (app.wire.Responses: parse, the chain over its messages, render, the rendered input
 checked for its pairs), the chain's messages measured as chat messages, so that everything measured after the
-chain (invariants, the prompt cache, what the model can see) is the same code for every format. A format is one entry of FORMS.
+chain (invariants, the prompt cache, what the model can see) is the same code for every format. A format is one
+entry of FORMS.
 """
 
 from __future__ import annotations
