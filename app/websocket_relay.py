@@ -6,6 +6,8 @@ no way around either.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 
 import anyio
 import websockets
@@ -83,38 +85,31 @@ async def relay(websocket: WebSocket, svc: Services, path: str) -> None:
 
 
 async def _pump(websocket: WebSocket, upstream: ClientConnection) -> None:
+    """Messages both ways until either side closes; then the other is closed too, with the upstream's close code."""
+
+    async def from_client() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            await upstream.send(text if text is not None else message.get("bytes") or b"")
+
+    async def from_upstream() -> None:
+        async for message in upstream:
+            await (websocket.send_text(message) if isinstance(message, str) else websocket.send_bytes(message))
+
     async with anyio.create_task_group() as tasks:
 
-        async def from_client() -> None:
-            try:
-                while True:
-                    message = await websocket.receive()
-                    if message["type"] == "websocket.disconnect":
-                        break
-                    text = message.get("text")
-                    await upstream.send(text if text is not None else message.get("bytes") or b"")
-            except (WebSocketDisconnect, websockets.ConnectionClosed):
-                pass
-            await upstream.close()
+        async def until_closed(side: Callable[[], Awaitable[None]]) -> None:
+            with suppress(websockets.ConnectionClosed, WebSocketDisconnect):
+                await side()
             tasks.cancel_scope.cancel()
 
-        async def from_upstream() -> None:
-            try:
-                async for message in upstream:
-                    if isinstance(message, str):
-                        await websocket.send_text(message)
-                    else:
-                        await websocket.send_bytes(message)
-                code = upstream.close_code or 1000
-            except websockets.ConnectionClosedError as exc:
-                code = exc.rcvd.code if exc.rcvd else 1011
-            except (WebSocketDisconnect, RuntimeError):  # the client is gone already
-                code = 1000
-            try:
-                await websocket.close(code if code not in (1005, 1006) else 1011)
-            except RuntimeError:
-                pass
-            tasks.cancel_scope.cancel()
-
-        tasks.start_soon(from_client)
-        tasks.start_soon(from_upstream)
+        tasks.start_soon(until_closed, from_client)
+        tasks.start_soon(until_closed, from_upstream)
+    await upstream.close()
+    code = upstream.close_code
+    # 1005 (no code given) and 1006 (no close frame) may not be sent; the latter means the upstream broke off.
+    with suppress(WebSocketDisconnect, RuntimeError):  # the client may be gone already
+        await websocket.close(1011 if code == 1006 else 1000 if code in (None, 1005) else code)

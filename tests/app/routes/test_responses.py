@@ -12,28 +12,12 @@ import openai
 import pytest
 
 from tests.factories import item_message, responses_agent_loop
+from tests.support.responses import pairing_problems
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Canned, StandInUpstream
 
 WINDOW = {"X-Compaction-Strategies": "window(budget=20000)"}
 OPAQUE = ("reasoning", "compaction")
-
-
-def pairing_problems(items: list[dict[str, Any]]) -> list[str]:
-    """Calls without an output after them and outputs that answer no call before them, by call_id."""
-    problems: list[str] = []
-    open_calls: set[str] = set()
-    answered: set[str] = set()
-    for index, item in enumerate(items):
-        kind = item.get("type", "")
-        if kind.endswith("_call"):
-            open_calls.add(item["call_id"])
-        elif kind.endswith("_call_output"):
-            if item["call_id"] not in open_calls:
-                problems.append(f"input[{index}]: output {item['call_id']} answers no call before it")
-            answered.add(item["call_id"])
-    problems += [f"call {c} has no output" for c in sorted(open_calls - answered)]
-    return problems
 
 
 def assert_compacted_validly(history: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
