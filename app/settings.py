@@ -107,7 +107,7 @@ class Settings(BaseSettings):
         DEFAULT_MAX_JSON_DEPTH,
         ge=5,
         le=255,
-        description="Deepest nesting of arrays and objects in a chat body the proxy parses (400 too_deep above); at "
+        description="Deepest nesting of arrays and objects in a body the proxy compacts (400 too_deep above); at "
         "most 255, what orjson can write back.",
     )
     on_strategy_error: Literal["forward", "fail"] = Field(
