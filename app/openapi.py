@@ -152,7 +152,7 @@ class CompactResponse(BaseModel):
 
 class CompactResponsesAnswer(BaseModel):
     input: list[dict[str, Any]] | str | None = Field(description="The `input` /v1/responses would send upstream.")
-    instructions: str | None
+    instructions: Any = Field(description="Its `instructions`, as sent.")
     tokens_before: int
     tokens_after: int
     steps: list[CompactStep]

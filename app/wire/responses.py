@@ -116,9 +116,11 @@ def _programmatic(item: dict[str, Any]) -> bool:
 
 
 def _is_message(item: dict[str, Any]) -> bool:
+    role = item.get("role")
     return (
         _kind(item) in (None, "message")
-        and item.get("role") in ROLES
+        and isinstance(role, str)
+        and role in ROLES
         and isinstance(item.get("content"), str | list)
         and not _programmatic(item)
     )

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from app.errors import ApiError
 from app.wire import Responses
-from app.wire.responses import ParsedResponses
+from app.wire.responses import CALLS, OUTPUTS, ParsedResponses
 from strategies import BUILTINS, Chain, Context, Registry, TokenCounter, format_chain
 from strategies.conversation import with_message_text
 from strategies.messages import WIRE_KEY
@@ -28,7 +28,7 @@ WIRE = Responses()
 REGISTRY = Registry(BUILTINS)
 COUNTER = TokenCounter()  # its caches only save time; shared, as a proxy process shares one
 REWRITABLE = {"content", "output", "arguments", "input"}  # the only fields a rebuilt item may differ in
-PINNED_TYPES = {"additional_tools", "item_reference", "configuration_update", "future_item"}
+PINNED_TYPES = {"additional_tools", "item_reference", "configuration_update", "future_item", 7}
 
 
 def parse(body: dict[str, Any]) -> ParsedResponses:
@@ -175,6 +175,11 @@ def responses_bodies(draw: st.DrawFn) -> dict[str, Any]:
                             {"type": "function_call_output", "call_id": "call_elsewhere", "output": "earlier"},
                             {"type": "compaction", "encrypted_content": "Y21w" * 20},
                             {"type": "item_reference"},
+                            # Shapes a hostile client sends: the API would refuse them, the proxy forwards them.
+                            {"type": "message", "role": ["user"], "content": {"text": "x"}},
+                            {"type": 7, "call_id": {"nested": True}},
+                            {"type": "function_call", "call_id": None, "arguments": 5},
+                            {"type": "function_call_output", "call_id": ["call_0"], "output": {"big": "x"}},
                         ]
                     )
                 )
@@ -201,8 +206,10 @@ def compact(body: dict[str, Any], chain: Chain, counter: TokenCounter) -> tuple[
 
 
 def calls_answered(items: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
-    calls = {i["call_id"] for i in items if i.get("type", "").endswith("_call") and "call_id" in i}
-    answered = {i["call_id"] for i in items if i.get("type", "").endswith("_call_output") and "call_id" in i}
+    calls = {i["call_id"] for i in items if str(i.get("type")).endswith("_call") and isinstance(i.get("call_id"), str)}
+    answered = {
+        i["call_id"] for i in items if str(i.get("type")).endswith("_call_output") and isinstance(i.get("call_id"), str)
+    }
     return calls, answered
 
 
@@ -247,7 +254,9 @@ def test_compaction_keeps_the_invariants_in_responses_form(body: dict[str, Any],
         for i in body["input"]
         if i.get("role") in ("system", "developer")
         or i.get("type") in PINNED_TYPES
-        or (i.get("type", "").endswith("_output") and i.get("call_id") not in calls)
+        or not isinstance(i.get("role", ""), str)
+        or (i.get("type") in CALLS and not isinstance(i.get("call_id"), str))
+        or (i.get("type") in OUTPUTS and (not isinstance(i.get("call_id"), str) or i["call_id"] not in calls))
         or (compactions and i is compactions[-1])
         or (users and (i is users[0] or i is users[-1]))
     ]
