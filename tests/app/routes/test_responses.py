@@ -200,3 +200,17 @@ def test_token_counts_include_what_rides_unseen(proxy: LoopbackServer, upstream:
         for items in (plain, with_reasoning)
     ]
     assert counts[1] - counts[0] >= 1000  # a token per 4 bytes of the reasoning item's JSON
+
+
+def test_many_items_and_a_huge_output_are_compacted_validly(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    history = responses_agent_loop(15_000, output_chars=40)  # 45,000 items
+    huge = 3 + 3 * 7000 + 2  # the output of round 7000
+    history[huge] = {**history[huge], "output": [{"type": "input_text", "text": "x" * 4_000_000}]}
+    body = {"model": "gpt-5", "input": history}
+    response = httpx.post(f"{proxy.url}/v1/responses", json=body, headers=WINDOW, timeout=60)
+    assert response.status_code == 200
+    sent = upstream.last().json()["input"]
+    assert pairing_problems(sent) == []
+    assert sent[-3:] == history[-3:]  # the newest round whole
+    assert history[huge] not in sent
+    assert len(sent) < len(history) / 10
