@@ -11,7 +11,9 @@ import httpx
 import openai
 import pytest
 
+from tests.app.conftest import ProxyFactory
 from tests.factories import item_message, responses_agent_loop
+from tests.support.metrics import scrape
 from tests.support.responses import pairing_problems
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Canned, StandInUpstream
@@ -214,3 +216,13 @@ def test_many_items_and_a_huge_output_are_compacted_validly(proxy: LoopbackServe
     assert sent[-3:] == history[-3:]  # the newest round whole
     assert history[huge] not in sent
     assert len(sent) < len(history) / 10
+
+
+def test_metrics_name_the_wire_format(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+    with start_proxy() as proxy:
+        response = httpx.post(f"{proxy.url}/v1/responses", json={"model": "gpt-5", "input": "hi"})
+        samples = scrape(proxy.url)
+    tokens = int(response.headers["x-compaction-tokens-before"])
+    assert samples.get("compaction_proxy_prompt_tokens_total", wire="responses", stage="before") == tokens
+    assert samples.get("compaction_proxy_prompt_tokens_total", wire="chat.completions", stage="before") == 0
+    assert samples.get("compaction_proxy_requests_total", route="/v1/responses", status="200") == 1
