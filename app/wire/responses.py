@@ -8,7 +8,7 @@ What each item becomes (strategies.conversation reads these messages):
 - calls: a tool call of an assistant message, by call_id; calls that follow each other, with the assistant message
   item right before them, make one assistant message, as one chat completion would. A function call's `arguments`
   and a custom tool call's `input` are what strategies may shorten; other calls answered by an output item (local
-  shell, shell, apply_patch, computer, client tool search, MCP approval requests) show them nothing.
+  shell, shell, apply_patch, computer, MCP approval requests) show them nothing.
 - outputs: a tool message answering its call. Function, custom tool, local shell and apply_patch outputs show
   their text; the others show nothing.
 - items the API made with a turn, never to be changed (reasoning with its encrypted_content, the built-in tools it
@@ -16,9 +16,9 @@ What each item becomes (strategies.conversation reads these messages):
   last one at the end, so a strategy that drops that message drops them with it, and keeps them when it keeps it.
   A reasoning item stays right before the call or message it came with.
 - pinned as they came: the latest compaction item (it carries the conversation before it), Codex's
-  additional_tools, configuration updates, item references, the compaction trigger, programmatic tool calls, an
-  output whose call is not in `input` (it answers a call of the previous_response_id's response), items of types
-  or shapes this module does not know.
+  additional_tools and tool searches (both give the model tools it may still call), configuration updates, item
+  references, the compaction trigger, programmatic tool calls, an output whose call is not in `input` (it answers
+  a call of the previous_response_id's response), items of types or shapes this module does not know.
 
 What a message holds that the strategies do not see costs a token per 4 bytes of its JSON (messages.WIRE_KEY).
 Rendering: a message no strategy changed goes out as its original items; a changed one is rebuilt from them, only
@@ -50,7 +50,6 @@ CALLS: dict[str, str | None] = {
     "shell_call": None,
     "apply_patch_call": None,
     "computer_call": None,
-    "tool_search_call": None,
     "mcp_approval_request": None,
 }
 # Their outputs, with the field whose text a strategy may rewrite (None: nothing).
@@ -61,7 +60,6 @@ OUTPUTS: dict[str, str | None] = {
     "apply_patch_call_output": "output",
     "shell_call_output": None,
     "computer_call_output": None,
-    "tool_search_output": None,
     "mcp_approval_response": None,
 }
 # Made by the API with a turn, complete in themselves: they ride with the turn.

@@ -71,6 +71,7 @@ def test_items_become_chat_messages() -> None:
 def test_what_the_view_cannot_pair_is_pinned_as_it_came() -> None:
     items = [
         {"type": "additional_tools", "role": "developer", "tools": []},
+        {"type": "tool_search_output", "call_id": "ts_1", "tools": [{"type": "function", "name": "found"}]},
         {"type": "function_call_output", "call_id": "call_from_before", "output": "answers previous_response_id"},
         {"type": "future_item", "payload": [1, 2]},
         {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "caller": {"type": "program"}},
@@ -80,7 +81,7 @@ def test_what_the_view_cannot_pair_is_pinned_as_it_came() -> None:
     ]
     parsed = parse({"input": items})
     pinned = [m for m in parsed.messages if m["role"] == "developer"]
-    assert [m[WIRE_KEY]["items"] for m in pinned] == [[0], [1], [2], [3], [4], [5, 6]]  # the older compaction rides
+    assert [m[WIRE_KEY]["items"] for m in pinned] == [[0], [1], [2], [3], [4], [5], [6, 7]]  # older compaction rides
 
 
 def test_a_changed_message_is_rebuilt_from_its_items() -> None:
