@@ -10,7 +10,9 @@ determinism, checked once per conversation), the prompt-cache model, and what th
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
 from strategies.digests import message_bytes
@@ -21,6 +23,7 @@ from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
 from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
 from .visibility import Needs, Seen, conversation_needs
+from .wire_forms import FORMS, WireForm
 
 MAX_PROBLEMS_KEPT = 5
 MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
@@ -71,8 +74,10 @@ class ChainRun:
 class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
-    def __init__(self, model: str, limits: ModelLimits, registry: Registry) -> None:
+    def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
+        """form: the wire format each request is sent in (wire_forms.FORMS)."""
         self.model = model
+        self.form = form
         self.limits = limits
         self.registry = registry
         self.encodings = Encodings()
@@ -109,7 +114,7 @@ class Replayer:
         messages = conversation.messages
         request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
 
-        def context() -> Context:
+        def context(request: Mapping[str, Any] = request) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
             return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
 
@@ -120,7 +125,7 @@ class Replayer:
         for end in ends:
             prefix = messages[:end]
             started = time.perf_counter()
-            result = chain.run(prefix, context())
+            result = self.form.run(chain, prefix, request, context)
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
             for problem in compaction_problems(prefix, result.messages):
@@ -138,7 +143,8 @@ class Replayer:
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
                 last = [message_bytes(m) for m in result.messages]
-        if ends and [message_bytes(m) for m in chain.run(messages[: ends[-1]], context()).messages] != last:
+        again = self.form.run(chain, messages[: ends[-1]], request, context).messages if ends else []
+        if ends and [message_bytes(m) for m in again] != last:
             out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")
