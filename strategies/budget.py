@@ -11,9 +11,6 @@ from pydantic import Field
 from .context import Context
 from .layout import Layout
 
-# Held back from the context window: our counts follow OpenAI's cookbook estimate, providers add tokens of
-# their own (and other tokenizers count differently), so a prompt sized to the last token may still be refused.
-SAFETY_MARGIN_PERCENT = 2
 # What the default budget leaves for the last user message when it is not yet known how long the next one
 # is: a question up to this share of the context window leaves the budget (and so every cut point) unchanged.
 QUESTION_ALLOWANCE_PERCENT = 5
@@ -26,7 +23,7 @@ def total_field() -> Any:
         None,
         ge=0,
         description="Prompt tokens of the whole request (messages, tools, reply priming) "
-        "(default: the context window minus the output reserve and a 2% safety margin).",
+        "(default: the context window minus the output reserve and the safety margin, 2% unless configured).",
     )
 
 
@@ -45,7 +42,11 @@ def low_water_field(what: str, one: str) -> Any:
 
 
 def safety_margin(ctx: Context) -> int:
-    return ctx.limits.context_window * SAFETY_MARGIN_PERCENT // 100
+    """Held back from the context window (ctx.safety_margin_percent of it): our counts follow OpenAI's cookbook
+    estimate, calibrated or not, providers add tokens of their own, so a prompt sized to the last token may still be
+    refused.
+    """
+    return int(ctx.limits.context_window * ctx.safety_margin_percent / 100)
 
 
 def default_total(ctx: Context, reserve: int | None = None) -> int:

@@ -18,6 +18,8 @@ from .messages import REPLY_PRIMING, Message
 from .models import DEFAULT_LIMITS, ModelLimits
 
 CLOCK_EVERY = 64
+# Held back from the context window by default: counts are estimates (strategies.budget.safety_margin).
+SAFETY_MARGIN_PERCENT = 2.0
 Reason = Literal["deadline", "cancelled"]
 
 
@@ -102,6 +104,11 @@ class Context:
     # The request body without `messages` (tools, max_tokens, ...). Read-only by convention.
     request: Mapping[str, Any] = field(default_factory=dict)
     limits: ModelLimits = DEFAULT_LIMITS
+    # The model's own prompt tokens per token this counter counts (learned from the upstream's usage): every count
+    # is scaled by it, so budgets are in the model's tokens. 1.0: counts as the counter makes them.
+    calibration: float = 1.0
+    # Share of the context window held back from every default budget.
+    safety_margin_percent: float = SAFETY_MARGIN_PERCENT
     # For the notes strategy (strategies.notes_io); None where nothing provides them, and notes then falls back.
     summariser: Summariser | None = None
     notes_cache: NotesCache | None = None
@@ -135,12 +142,15 @@ class Context:
             return seen[1]
         self.checkpoint()  # a message not counted yet in this request: hashing, maybe tokenizing, ahead
         count = self.tokens.count_message(message, self.model, self.digest(message))
+        if self.calibration != 1.0:
+            count = round(count * self.calibration)
         self._counted[id(message)] = (message, count)
         return count
 
     def count_request(self, messages: list[Message]) -> int:
         """Prompt tokens of the whole request: messages plus the `tools` definitions."""
-        return self.count(messages) + self.tokens.count_tools(self.request.get("tools"), self.model)
+        tools = self.tokens.count_tools(self.request.get("tools"), self.model)
+        return self.count(messages) + (round(tools * self.calibration) if self.calibration != 1.0 else tools)
 
     def output_reserve(self) -> int:
         """Tokens the answer may take: the request's max_completion_tokens / max_tokens, else the model's

@@ -45,8 +45,13 @@ class ModelTable:
         return cls({**entries, **(overrides or {})}, default)
 
     def lookup(self, model: str) -> ModelLimits:
+        found = self.find(model)
+        return found[1] if found is not None else self.default
+
+    def find(self, model: str) -> tuple[str, ModelLimits] | None:
+        """The longest matching prefix and its limits; None when the table does not know the model."""
         name = normalise(model)
         for prefix in self._prefixes:
             if name.startswith(prefix):
-                return self._entries[prefix]
-        return self.default
+                return prefix, self._entries[prefix]
+        return None

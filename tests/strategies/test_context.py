@@ -57,3 +57,18 @@ def test_every_chain_stops_inside_its_work(counter: TokenCounter, chain: str) ->
     ctx = Context(model="gpt-4o", tokens=TokenCounter(), deadline=deadline)
     with pytest.raises(CompactionStopped):
         Chain.parse(chain, Registry(BUILTINS)).run(agent_loop(200, 300), ctx)
+
+
+def test_calibration_scales_every_count_and_so_every_default_budget(counter: TokenCounter) -> None:
+    from strategies import ModelLimits
+    from strategies.budget import default_total
+
+    messages = agent_loop(10, output_chars=400)
+    tools = [{"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {}}}]
+    plain = Context(model="m", tokens=counter, request={"tools": tools})
+    scaled = Context(model="m", tokens=counter, request={"tools": tools}, calibration=1.5)
+    assert scaled.count_message(messages[3]) == round(plain.count_message(messages[3]) * 1.5)
+    assert scaled.count_request(messages) == pytest.approx(plain.count_request(messages) * 1.5, rel=0.01)
+    limits = ModelLimits(context_window=10_000, max_output=1000)
+    assert default_total(Context(model="m", tokens=counter, limits=limits)) == 10_000 - 1000 - 200
+    assert default_total(Context(model="m", tokens=counter, limits=limits, safety_margin_percent=10)) == 8000

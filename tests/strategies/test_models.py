@@ -59,3 +59,11 @@ def test_limits_must_be_positive() -> None:
 )
 def test_normalise(model: str, name: str) -> None:
     assert normalise(model) == name
+
+
+def test_find_says_which_entry_matched_or_that_none_did() -> None:
+    table = ModelTable.packaged({"my-llama": ModelLimits(context_window=4096, max_output=512)})
+    assert table.find("org/My-Llama-3b") == ("my-llama", ModelLimits(context_window=4096, max_output=512))
+    found = table.find("gpt-4o-mini-2024")
+    assert found is not None and found[0] == "gpt-4o-mini"
+    assert table.find("smollm2") is None
