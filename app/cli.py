@@ -30,6 +30,13 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
         metavar="BASE_URL",
         help="upstream base URL (default https://api.openai.com/v1)",
     )
+    parser.add_argument(
+        "--context-window",
+        dest="default_context_window",
+        type=int,
+        metavar="TOKENS",
+        help="context window of models the proxy cannot otherwise learn (default 128000)",
+    )
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", choices=["json", "text"], help="json (default) or text")

@@ -28,6 +28,7 @@ from .auth import Keys
 from .errors import ApiError
 from .headers import FALLBACK, INTERNAL, PREFIX, STRATEGIES, TOKENS_AFTER, TOKENS_BEFORE, RawHeaders
 from .lanes import Lanes, unless_disconnected
+from .model_limits import Resolved, UpstreamModels
 from .notes import NotesRuntime, NotesTools
 from .prefix_tracking import Outcome, PrefixTracker
 from .request_policy import RequestPolicy
@@ -46,6 +47,14 @@ class Compacted:
     fallback: str | None = None
     prefix: Outcome | None = None  # what this request did to the provider's prompt cache; None: not tracked
     counted: bool = True  # False: stopped before its tokens were counted (the deadline); no token headers
+    model: str = ""
+    resolved: Resolved | None = None  # the model's limits and calibration it was compacted with
+    undiscovered: bool = False  # compacted with an assumed window before the upstream was asked for it; not tracked
+
+    def counted_raw(self) -> int:
+        """tokens_after as the counter made it, before calibration: what the upstream's own count is compared to."""
+        calibration = self.resolved.calibration if self.resolved is not None else 1.0
+        return round(self.result.tokens_after / calibration)
 
     @classmethod
     def uncompacted(cls, raw: bytes, chain: Chain, reason: str) -> Compacted:
@@ -82,10 +91,12 @@ class Compactor:
         keys: Keys | None = None,
         notes: NotesRuntime | None = None,
         prefix: PrefixTracker | None = None,
+        known: UpstreamModels | None = None,
     ) -> None:
         """Raises ValueError, naming the setting, when the configured chain, parameters or request_parameters
         are invalid. keys: who a request comes from (prefix and notes state are kept per client); notes: the
-        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off).
+        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off); known:
+        each model's window and calibration as learned from the upstream (None: the table's alone).
         """
         configured = settings.strategies
         for name, params in configured.items():
@@ -105,6 +116,7 @@ class Compactor:
         self.keys = keys
         self.notes = notes
         self.prefix = prefix
+        self.known = known
         self.lanes = Lanes(settings)
         self.policy = RequestPolicy(registry, settings.request_parameters, settings.summariser_models)
         self.deadline_seconds: float | None = settings.compaction_deadline_seconds
@@ -181,17 +193,26 @@ class Compactor:
         """
         wire = wire or ChatCompletions()
         parsed = wire.parse(raw, self.settings.max_json_depth)
+        if self.known is not None:
+            resolved = self.known.resolve(parsed.model)
+        else:
+            resolved = Resolved(self.models.lookup(parsed.model), "table")
         ctx = Context(
             model=parsed.model,
             tokens=self.counter,
             request=parsed.request,
-            limits=self.models.lookup(parsed.model),
+            limits=resolved.limits,
+            calibration=resolved.calibration,
+            safety_margin_percent=self.settings.safety_margin_percent,
             summariser=notes.summariser if notes else None,
             notes_cache=notes.cache if notes else None,
             memo=self.memo,
             deadline=deadline,
         )
-        compacted = self._run(raw, parsed, wire, chain, ctx)
+        compacted = replace(self._run(raw, parsed, wire, chain, ctx), model=parsed.model, resolved=resolved)
+        if resolved.source == "assumed" and self.known is not None and self.known.may_discover():
+            # The route asks the upstream and compacts again: only what is forwarded is tracked.
+            return replace(compacted, undiscovered=True)
         if prefix is None or not compacted.counted:
             return compacted
         # ctx.digest: the token counts already hashed every message, original and forwarded.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,15 +19,18 @@ from .errors import InternalErrorMiddleware, install_error_handlers
 from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
+from .model_limits import UpstreamModels
 from .notes import NotesRuntime
-from .notes_cache import CacheError
+from .notes_cache import CacheError, open_backend
 from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
 from .routes import chat, health, passthrough, responses, strategies
 from .services import Services, authenticate
 from .settings import Settings
-from .upstream import Upstream
+from .upstream import Upstream, printable_url
+
+logger = logging.getLogger("compaction_proxy.main")
 
 
 def _version() -> str:
@@ -48,11 +52,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         keys = Keys(settings)
     except OpenRelayError as exc:
         raise ConfigError(str(exc)) from None
+    default_limits = ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output)
     try:
-        models = ModelTable.packaged(
-            settings.models,
-            ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output),
-        )
+        models = ModelTable.packaged(settings.models, default_limits)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     # prometheus_client's own switch, read by it at import: follow it, so what is written is what is exposed.
@@ -62,8 +64,23 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     try:
         prefix = PrefixTracker.open(settings) if settings.prefix_tracking else None
         notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics.summariser_call)
+        # A backend of its own, as the prefix tracker has: learned limits live a week and never evict notes.
+        learned = (
+            open_backend(settings.cache_url, ttl=settings.cache_ttl_seconds, max_entries=settings.learned_models_max)
+            if settings.learn_limits
+            else None
+        )
     except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
         raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
+    known = UpstreamModels.build(
+        models,
+        settings.models,
+        default_limits,
+        backend=learned,
+        upstream=settings.upstream_base_url,
+        max_models=settings.learned_models_max,
+        calibrate=settings.calibrate_counts,
+    )
     try:
         compactor = Compactor(
             settings,
@@ -74,6 +91,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             keys=keys,
             notes=notes,
             prefix=prefix,
+            known=known,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -85,6 +103,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         # Load the default encoding now rather than on the first request (about 0.3 s).
         await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
         readiness.start()
+        logger.info("forwarding to %s", printable_url(settings.upstream_base_url))
         try:
             yield
         finally:
@@ -93,6 +112,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             await upstream.aclose()
             if prefix is not None:
                 await anyio.to_thread.run_sync(prefix.close)
+            await anyio.to_thread.run_sync(known.close)
 
     # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
     # whose pages would load scripts from a CDN.

@@ -75,8 +75,31 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Context window and max output per model-name prefix, added to or overriding the built-in table.",
     )
-    default_context_window: int = Field(128_000, gt=0, description="Context window of models not in the table.")
+    default_context_window: int = Field(
+        128_000,
+        gt=0,
+        description="Context window assumed for a model that is not configured, not in the built-in table and whose "
+        "window the upstream does not publish (--context-window); a warning says so the first time.",
+    )
     default_max_output: int = Field(16_384, gt=0, description="Max output tokens of models not in the table.")
+    learn_limits: bool = Field(
+        True,
+        description="Learn each model's context window from the upstream: the metadata it publishes (asked once, "
+        "for a model the table does not know) and its context-length errors (the request is then compacted to the "
+        "window stated and retried once, with X-Compaction-Retried). Kept in the cache at cache_url.",
+    )
+    calibrate_counts: bool = Field(
+        True,
+        description="Scale the proxy's token counts per model by the ratio of the upstream's usage.prompt_tokens to "
+        "them (smoothed, kept in the cache at cache_url), so budgets and X-Compaction-Tokens-* are in the model's "
+        "own tokens. Needs learn_limits.",
+    )
+    safety_margin_percent: float = Field(
+        2.0, ge=0, le=50, description="Share of the context window held back from every default budget."
+    )
+    learned_models_max: int = Field(
+        1024, ge=1, description="Models whose learned window and calibration one process keeps (per cache)."
+    )
     token_cache_size: int = Field(100_000, ge=0, description="Messages whose token counts are remembered.")
     strategy_memo_chars: int = Field(
         16_000_000,

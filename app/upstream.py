@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 import httpx
@@ -15,11 +15,20 @@ from .auth import Keys
 from .errors import ApiError
 from .headers import RawHeaders, client_response_headers
 from .metrics import Metrics
+from .model_limits.usage import TAIL_BYTES
 from .settings import Settings
 from .wire import ChatCompletions, WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+# Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
+OnComplete = Callable[[bytes], Awaitable[None]]
+
+
+def printable_url(url: str) -> str:
+    """The URL without credentials or query (where some put keys): what a log line may show."""
+    parsed = httpx.URL(url)
+    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
 
 
 class Upstream:
@@ -64,7 +73,7 @@ class Upstream:
         url = f"{self.base_url}/{path}" + (f"?{query}" if query else "")
         request = self.client.build_request(method, url, headers=self.keys.outgoing(headers), content=content)
         try:
-            return await self.client.send(request, stream=True)
+            response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             self.metrics.upstream_error("timeout")
             logger.warning("upstream timeout on %s %s: %s", method, path, type(exc).__name__)
@@ -77,6 +86,16 @@ class Upstream:
             raise ApiError(
                 502, "The upstream API could not be reached.", type="upstream_error", code="upstream_unreachable"
             ) from None
+        if response.status_code == 404 and not httpx.URL(self.base_url).path.rstrip("/").endswith("/v1"):
+            logger.warning(
+                "the upstream answered 404 on %s %s; its base URL %s does not end in /v1: most OpenAI-compatible "
+                "servers want %s/v1",
+                method,
+                path,
+                printable_url(self.base_url),
+                printable_url(self.base_url),
+            )
+        return response
 
     def relay(
         self,
@@ -84,12 +103,14 @@ class Upstream:
         what: str,
         extra_headers: Sequence[tuple[bytes, bytes]] = (),
         wire: WireFormat | None = None,
+        on_complete: OnComplete | None = None,
     ) -> StreamingResponse:
         """Status, headers and body bytes as the upstream sent them (still compressed, if they were).
         `what` names the request in log lines ("POST chat/completions"): never a query string. `wire`: the
-        format whose error event ends a broken stream (default: chat completions').
+        format whose error event ends a broken stream (default: chat completions'). on_complete: called after
+        the response, with the end of an uncompressed body that came whole.
         """
-        return Relay(response, what, self.metrics, extra_headers, wire or ChatCompletions())
+        return Relay(response, what, self.metrics, extra_headers, wire or ChatCompletions(), on_complete)
 
 
 class Relay(StreamingResponse):
@@ -105,24 +126,32 @@ class Relay(StreamingResponse):
         metrics: Metrics,
         extra_headers: Sequence[tuple[bytes, bytes]],
         wire: WireFormat,
+        on_complete: OnComplete | None = None,
     ) -> None:
         self.upstream = response
         self.what = what
         self.metrics = metrics
         self.wire = wire
         self.complete = True
-        super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(response.aclose))
+        identity = response.headers.get("content-encoding", "identity") == "identity"
+        self.on_complete = on_complete if identity else None
+        self.tail: bytes | None = None  # the body's end, once it has come whole
+        super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(self._after))
         self.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
 
     async def _body(self) -> AsyncIterator[bytes]:
         response = self.upstream
         sent = 0
         tail = b""
+        end = b""
         try:
             async for chunk in response.aiter_raw():
                 sent += len(chunk)
                 tail = (tail + chunk)[-4:]
+                if self.on_complete is not None:
+                    end = (end + chunk)[-TAIL_BYTES:]
                 yield chunk
+            self.tail = end
         except httpx.TransportError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             self.metrics.upstream_error("timeout" if timeout else "broken_stream")
@@ -143,6 +172,11 @@ class Relay(StreamingResponse):
             # be released now, which a cancelled scope would otherwise skip.
             with anyio.CancelScope(shield=True):
                 await response.aclose()
+
+    async def _after(self) -> None:
+        await self.upstream.aclose()
+        if self.on_complete is not None and self.tail is not None:
+            await self.on_complete(self.tail)
 
     def _can_append_event(self, sent: int, tail: bytes) -> bool:
         headers = self.upstream.headers

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Request, Response
 
 from ..compaction import Compacted
 from ..errors import ApiError
-from ..headers import upstream_request_headers
+from ..fitting import compact_known, send_fitted, usage_observer
+from ..headers import RETRIED
 from ..limits import read_body
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
 from ..services import services
@@ -36,19 +37,19 @@ def client_gone() -> Response:
 
 
 async def compact_and_forward(request: Request, wire: WireFormat, path: str) -> Response:
-    """The request compacted in `wire`'s format, sent to the upstream's `path`, its answer relayed."""
+    """The request compacted in `wire`'s format, sent to the upstream's `path` (fitted to the model's window:
+    app.fitting), its answer relayed.
+    """
     svc = services(request)
-    compacted = await read_and_compact(request, tracked=True, wire=wire)
-    if compacted is None:
+    raw = await read_body(request, svc.settings.max_body_bytes)
+    compacted = await svc.compactor.compact_request(request, raw, tracked=True, wire=wire)
+    if compacted is not None:
+        compacted = await compact_known(request, svc, raw, wire, compacted)
+    sent = await send_fitted(request, svc, raw, wire, path, compacted) if compacted is not None else None
+    if compacted is None or sent is None:
         return client_gone()
+    compacted, response = sent.compacted, sent.response
     svc.metrics.compacted(compacted, wire.name)
-    response = await svc.upstream.open(
-        "POST",
-        path,
-        query=request.url.query,
-        headers=upstream_request_headers(request.headers.raw),
-        content=compacted.body,
-    )
     result = compacted.result
     logger.info(
         "%s chain=%s tokens=%d->%d upstream_status=%d",
@@ -65,9 +66,12 @@ async def compact_and_forward(request: Request, wire: WireFormat, path: str) -> 
             "upstream_status": response.status_code,
             "fallback": compacted.fallback,
             "prefix": compacted.prefix,
+            "retried": sent.retried,
         },
     )
-    return svc.upstream.relay(response, f"POST {path}", compacted.response_headers(), wire=wire)
+    headers = compacted.response_headers() + ([(RETRIED, b"context_length_exceeded")] if sent.retried else [])
+    observe = usage_observer(svc, compacted) if response.status_code == 200 else None
+    return svc.upstream.relay(response, f"POST {path}", headers, wire=wire, on_complete=observe)
 
 
 async def dry_run(request: Request, wire: WireFormat, sent: Callable[[Compacted], dict[str, Any]]) -> Response:

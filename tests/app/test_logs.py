@@ -11,7 +11,7 @@ import pytest
 from app.logs import configure_logging
 from tests.support.logs import captured_logs
 from tests.support.process import ProxyProcess
-from tests.support.upstream import StandInUpstream
+from tests.support.upstream import Canned, StandInUpstream
 
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -84,3 +84,37 @@ def test_text_lines_carry_the_request_id_too(upstream: StandInUpstream) -> None:
     [line] = [line for line in proxy.lines if "compaction_proxy.chat" in line]
     assert " INFO compaction_proxy.chat [client-trace-9] chat.completions chain=minify,dedupe,window" in line
     assert not [line for line in proxy.lines if line.startswith("{")]
+
+
+def test_start_up_names_the_upstream_without_credentials_and_a_404_without_v1_gets_a_hint(
+    upstream: StandInUpstream,
+) -> None:
+    bare = str(upstream.url).replace("http://", "http://user:sk-in-url-secret@")  # type: ignore[attr-defined]
+    not_found = {"error": {"message": "no such route", "type": "invalid_request_error"}}
+    upstream.canned = Canned(404, json.dumps(not_found).encode(), {"content-type": "application/json"})
+    with ProxyProcess("--upstream", bare) as proxy:
+        answer = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT)
+        proxy.terminate()
+        assert proxy.wait() == 0
+    assert answer.status_code == 404
+    assert answer.json() == not_found  # unchanged
+    messages = [json.loads(line)["message"] for line in proxy.lines]
+    assert f"forwarding to {upstream.url}" in messages  # type: ignore[attr-defined]
+    [hint] = [m for m in messages if "does not end in /v1" in m]
+    assert f"want {upstream.url}/v1" in hint  # type: ignore[attr-defined]
+    assert not [line for line in proxy.lines if "sk-in-url-secret" in line]
+
+
+def test_context_window_flag_sets_the_window_assumed_and_says_so_once(upstream: StandInUpstream) -> None:
+    history = [{"role": "user", "content": f"question {i} " * 200} for i in range(40)]
+    with ProxyProcess("--upstream", f"{upstream.url}/v1", "--context-window", "4096") as proxy:  # type: ignore[attr-defined]
+        answers = [
+            httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "my-local-model", "messages": history})
+            for _ in range(2)
+        ]
+        proxy.terminate()
+        assert proxy.wait() == 0
+    assert all(a.status_code == 200 and int(a.headers["x-compaction-tokens-after"]) < 4096 for a in answers)
+    assumed = [json.loads(line) for line in proxy.lines if "context window unknown" in line]
+    assert len(assumed) == 1 and assumed[0]["level"] == "warning"
+    assert "assuming 4096 tokens" in assumed[0]["message"] and "my-local-model" in assumed[0]["message"]

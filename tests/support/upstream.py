@@ -17,7 +17,9 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from app.wire import ChatCompletions, Responses
 from bench.notes.stand_in import digest
+from strategies import Context, TokenCounter
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -52,18 +54,64 @@ class Canned:
     cut_after: int | None = None
 
 
-def sse_chunks(model: str, include_usage: bool) -> list[bytes]:
+@dataclass
+class Behaviour:
+    """How the stand-in plays a server with a tokenizer and a context window of its own (vLLM, llama.cpp, ...).
+
+    token_ratio: its prompt tokens per token the proxy counts (its usage reports them); context_window: prompts
+    over it are refused in `overflow`'s words (None: any prompt fits); listing: extra /v1/models entries; props: the
+    /props answer (None: 404).
+    """
+
+    token_ratio: float = 1.0
+    context_window: int | None = None
+    # openai, vllm, llama.cpp, openrouter; llama-cpp-python: OpenAI's words, but a stream is answered 200 and closed
+    # before its first byte
+    overflow: str = "openai"
+    listing: list[dict[str, Any]] = field(default_factory=list)
+    props: dict[str, Any] | None = None
+
+
+def overflow_answer(style: str, window: int, prompt: int, output: int) -> Response:
+    """A refusal of `prompt` tokens (plus `output` for the answer) over `window`, as each server words it."""
+    if style == "llama.cpp":  # llama.cpp's own server
+        error = {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt,
+            "n_ctx": window,
+        }
+        return JSONResponse({"error": error}, 400)
+    if style == "openrouter":
+        message = (
+            f"This endpoint's maximum context length is {window} tokens. However, you requested about "
+            f"{prompt + output} tokens ({prompt} of text input, {output} in the output). Please reduce the length of "
+            'either one, or use the "middle-out" transform to compress your prompt automatically.'
+        )
+        return JSONResponse({"error": {"message": message, "code": 400}}, 400)
+    message = (  # OpenAI's words, which vLLM and llama-cpp-python's server use too
+        f"This model's maximum context length is {window} tokens. However, you requested {prompt + output} tokens "
+        f"({prompt} in the messages, {output} in the completion). Please reduce the length of the messages or "
+        "completion."
+    )
+    code = "context_length_exceeded" if style == "openai" else None
+    error = {"message": message, "type": "invalid_request_error", "param": "messages", "code": code}
+    return JSONResponse({"error": error}, 400)
+
+
+def sse_chunks(model: str, include_usage: bool, prompt_tokens: int = 11) -> list[bytes]:
     base = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 1, "model": model}
     deltas = [{"role": "assistant", "content": ""}, {"content": "Hello"}, {"content": " world"}]
     events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
     events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     if include_usage:
-        usage = {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 2, "total_tokens": prompt_tokens + 2}
         events.append({**base, "choices": [], "usage": usage})
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
 
 
-def response_object(model: str, text: str, status: str = "completed") -> dict[str, Any]:
+def response_object(model: str, text: str, status: str = "completed", input_tokens: int = 11) -> dict[str, Any]:
     """A Responses API response with one assistant message."""
     message = {
         "id": "msg_standin",
@@ -82,16 +130,18 @@ def response_object(model: str, text: str, status: str = "completed") -> dict[st
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": [],
-        "usage": {"input_tokens": 11, "output_tokens": 2, "total_tokens": 13} if status == "completed" else None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 2, "total_tokens": input_tokens + 2}
+        if status == "completed"
+        else None,
     }
 
 
-def responses_events(model: str, text: str) -> list[dict[str, Any]]:
+def responses_events(model: str, text: str, input_tokens: int = 11) -> list[dict[str, Any]]:
     """The events of a streamed Responses answer saying `text` in two deltas."""
     started = response_object(model, text, status="in_progress")
     item = {"id": "msg_standin", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     part = {"type": "output_text", "text": "", "annotations": []}
-    done = response_object(model, text)
+    done = response_object(model, text, input_tokens=input_tokens)
     half = len(text) // 2
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": started},
@@ -129,8 +179,9 @@ def responses_events(model: str, text: str) -> list[dict[str, Any]]:
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
-def responses_sse(model: str, text: str) -> list[bytes]:
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in responses_events(model, text)]
+def responses_sse(model: str, text: str, input_tokens: int = 11) -> list[bytes]:
+    events = responses_events(model, text, input_tokens)
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 
 class BrokenStream(Response):
@@ -184,6 +235,16 @@ class StandInUpstream:
         self.socket_frames: list[str | bytes] = []
         # None: accept WebSockets; a status: refuse the handshake with it.
         self.socket_refusal: int | None = None
+        self.counter = TokenCounter()
+
+    def prompt_tokens(self, body: bytes, responses: bool) -> int:
+        """The prompt's tokens by this server's tokenizer: the proxy's own count times behaviour.token_ratio."""
+        try:
+            parsed = (Responses() if responses else ChatCompletions()).parse(body, 64)
+        except Exception:  # not a body the proxy could have sent compacted: as good as tiny
+            return 11
+        count = Context(model=parsed.model, tokens=self.counter, request=parsed.request).count_request(parsed.messages)
+        return round(count * self.behaviour.token_ratio)
 
     def reset(self) -> None:
         self.received.clear()
@@ -199,6 +260,7 @@ class StandInUpstream:
         self.socket_handshakes = []
         self.socket_frames = []
         self.socket_refusal = None
+        self.behaviour = Behaviour()
 
     def last(self) -> Received:
         assert self.received, "the upstream received nothing"
@@ -220,17 +282,28 @@ class StandInUpstream:
                 return BrokenStream([canned.body[: canned.cut_after]], canned.headers, canned.status)
             return Response(canned.body, canned.status, headers=canned.headers)
         path = request.url.path
-        if path.endswith("/chat/completions") and request.method == "POST":
-            return self.chat(json.loads(body))
-        if path == "/v1/responses" and request.method == "POST":
-            return self.responses(json.loads(body))
+        behaviour = self.behaviour
+        if request.method == "POST" and (path.endswith("/chat/completions") or path == "/v1/responses"):
+            payload = json.loads(body)
+            prompt = self.prompt_tokens(body, path == "/v1/responses")
+            output = payload.get("max_tokens") or payload.get("max_output_tokens") or 16
+            if behaviour.context_window is not None and prompt + output > behaviour.context_window:
+                if behaviour.overflow == "llama-cpp-python" and payload.get("stream"):
+                    return BrokenStream([], {"content-type": "text/event-stream; charset=utf-8"})
+                return overflow_answer(behaviour.overflow, behaviour.context_window, prompt, output)
+            if path == "/v1/responses":
+                return self.responses(payload, prompt)
+            return self.chat(payload, prompt)
+        if path == "/props" and behaviour.props is not None:
+            return JSONResponse(behaviour.props)
         if path.startswith("/v1/responses/"):
             # compact, a stored response, its input items, input tokens, cancel, delete: what arrived, echoed.
             return JSONResponse(
                 {"object": "standin.echo", "method": request.method, "path": path}, headers=RESPONSE_HEADERS
             )
         if path.endswith("/models"):
-            return JSONResponse({"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "x"}]})
+            listed = [{"id": "gpt-4o", "object": "model", "owned_by": "x"}, *behaviour.listing]
+            return JSONResponse({"object": "list", "data": listed})
         if path.endswith("/embeddings"):
             data = [{"object": "embedding", "index": 0, "embedding": [0.5, 0.25]}]
             return JSONResponse({"object": "list", "data": data, "model": "e", "usage": {}})
@@ -247,12 +320,12 @@ class StandInUpstream:
         answer = {"id": "chatcmpl-notes", "object": "chat.completion", "created": 1, "model": call.json()["model"]}
         return JSONResponse({**answer, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
 
-    def chat(self, payload: dict[str, Any]) -> Response:
+    def chat(self, payload: dict[str, Any], prompt_tokens: int = 11) -> Response:
         model = payload.get("model", "gpt-4o")
         if payload.get("stream"):
             options = payload.get("stream_options")
             include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            chunks = sse_chunks(model, include_usage)
+            chunks = sse_chunks(model, include_usage, prompt_tokens)
             if self.break_stream_after is not None:
                 return BrokenStream(chunks[: self.break_stream_after], RESPONSE_HEADERS)
             return StreamingResponse(
@@ -272,20 +345,20 @@ class StandInUpstream:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 3, "total_tokens": prompt_tokens + 3},
         }
         return JSONResponse(answer, headers=RESPONSE_HEADERS)
 
-    def responses(self, payload: dict[str, Any]) -> Response:
+    def responses(self, payload: dict[str, Any], input_tokens: int = 11) -> Response:
         model = payload.get("model", "gpt-5")
         items = payload.get("input")
         text = f"seen {len(items) if isinstance(items, list) else 1} items"
         if payload.get("stream"):
-            chunks = responses_sse(model, text)
+            chunks = responses_sse(model, text, input_tokens)
             if self.break_stream_after is not None:
                 return BrokenStream(chunks[: self.break_stream_after], RESPONSE_HEADERS)
             return StreamingResponse(self.stream(chunks), media_type="text/event-stream", headers=RESPONSE_HEADERS)
-        return JSONResponse(response_object(model, text), headers=RESPONSE_HEADERS)
+        return JSONResponse(response_object(model, text, input_tokens=input_tokens), headers=RESPONSE_HEADERS)
 
     async def socket(self, websocket: WebSocket) -> None:
         """The Responses WebSocket mode: each response.create frame answered with a streamed response's events."""
