@@ -19,7 +19,7 @@ from .conversation import (
     with_arguments,
     with_message_text,
 )
-from .markers import cleared
+from .markers import elided
 from .messages import Message
 
 # The smallest valid JSON object: OpenAI expects the arguments to parse as one.
@@ -105,7 +105,9 @@ class _Clearing:
         if not (self._clears_inputs(name) and arguments is not None and len(arguments) > len(ARGUMENTS_STUB)):
             arguments = None
         result = self.messages[pair.result_index]
-        new_result = with_message_text(result, cleared(name, message_text(result), arguments))
+        text = message_text(result)
+        inputs = (arguments, self.ctx.ref_for(arguments)) if arguments is not None else None
+        new_result = with_message_text(result, elided(name, text, self.ctx.ref_for(text), inputs))
         gain = count(result) - count(new_result)
         if arguments is None:
             if gain > 0:
@@ -150,6 +152,7 @@ class ClearToolUses(Strategy[ClearToolUsesParams]):
     """
 
     name = "clear_tool_uses"
+    reversible = True
     params_model = ClearToolUsesParams
     summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import Any
 
@@ -28,26 +27,22 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import conversations
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expand_hint, keeps_the_invariants, ref
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
     return apply(ClearToolUses(ClearToolUsesParams(**params)), messages, ctx)
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
 def cleared(name: str, text: str, arguments: str | None = None) -> str:
     """The placeholder format, written out independently of the strategy."""
-    args = f"; arguments {len(arguments)} chars, sha256 {digest(arguments)}" if arguments is not None else ""
-    return f"[cleared: result of tool {name}, {len(text)} chars, sha256 {digest(text)}{args}]"
+    args = f'; its arguments too: {len(arguments):,} chars, ref="{ref(arguments)}"' if arguments is not None else ""
+    return f"[{name} output elided: {len(text):,} chars; {expand_hint(text)} to see it{args}]"
 
 
 def cleared_ids(messages: list[Message]) -> list[str]:
     results = [m for m in messages if m["role"] == "tool"]
-    return [m["tool_call_id"] for m in results if text_of(m["content"]).startswith("[cleared: ")]
+    return [m["tool_call_id"] for m in results if " output elided: " in text_of(m["content"])]
 
 
 def gain(ctx: Context, message: Message) -> int:
@@ -147,7 +142,7 @@ def test_a_write_with_a_tiny_result_is_worth_clearing_only_with_its_inputs(ctx: 
     messages = [user("go"), call("a", "write", args), result("a", "ok"), call("b"), result("b", "ok")]
     assert clear(messages, ctx, trigger=0, keep=1) == messages  # a placeholder longer than "ok" saves nothing
     out = clear(messages, ctx, trigger=0, keep=1, clear_tool_inputs=True)
-    assert out[1] == call("a", "write", "{}") and out[2]["content"].startswith("[cleared: result of tool write, 2 ")
+    assert out[1] == call("a", "write", "{}") and out[2]["content"].startswith("[write output elided: 2 ")
 
 
 def test_parallel_calls_are_cleared_one_by_one_and_stay_paired(ctx: Context) -> None:
@@ -220,7 +215,7 @@ def test_invariants_hold(counter: TokenCounter, messages: list[Message], p: dict
         if after is before:
             continue
         if is_tool_result(before):
-            assert text_of(after["content"]).startswith("[cleared: result of tool run, ")
+            assert text_of(after["content"]).startswith("[run output elided: ")
             assert {**after, "content": None} == {**before, "content": None}
         elif "function_call" in before:  # only call arguments change, to the stub
             assert after == {**before, "function_call": {**before["function_call"], "arguments": "{}"}}
