@@ -23,13 +23,18 @@ from strategies import (
     parse_chain,
 )
 from strategies.context import CompactionStopped, Deadline
+from strategies.digests import prefix_digests
+from strategies.refs import Originals, stub_refs
 
 from .auth import Keys
 from .errors import ApiError
+from .expansion import Expansion, offer
+from .expansion.memory import NAMESPACE, ExpansionMemory
+from .expansion.rounds import with_rounds
 from .headers import FALLBACK, INTERNAL, PREFIX, STRATEGIES, TOKENS_AFTER, TOKENS_BEFORE, RawHeaders
 from .lanes import Lanes, unless_disconnected
 from .notes import NotesRuntime, NotesTools
-from .prefix_tracking import Outcome, PrefixTracker
+from .prefix_tracking import Outcome, PrefixTracker, conversation_key
 from .request_policy import RequestPolicy
 from .settings import Settings
 from .wire import ChatCompletions, Parsed, WireFormat
@@ -46,6 +51,7 @@ class Compacted:
     fallback: str | None = None
     prefix: Outcome | None = None  # what this request did to the provider's prompt cache; None: not tracked
     counted: bool = True  # False: stopped before its tokens were counted (the deadline); no token headers
+    expansion: Expansion | None = None  # the expand tool was offered: the proxy answers its calls
 
     @classmethod
     def uncompacted(cls, raw: bytes, chain: Chain, reason: str) -> Compacted:
@@ -82,10 +88,12 @@ class Compactor:
         keys: Keys | None = None,
         notes: NotesRuntime | None = None,
         prefix: PrefixTracker | None = None,
+        expansions: ExpansionMemory | None = None,
     ) -> None:
         """Raises ValueError, naming the setting, when the configured chain, parameters or request_parameters
         are invalid. keys: who a request comes from (prefix and notes state are kept per client); notes: the
-        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off).
+        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off);
+        expansions: where expand rounds are remembered (None: nowhere, each request shows only its own).
         """
         configured = settings.strategies
         for name, params in configured.items():
@@ -105,6 +113,7 @@ class Compactor:
         self.keys = keys
         self.notes = notes
         self.prefix = prefix
+        self.expansions = expansions
         self.lanes = Lanes(settings)
         self.policy = RequestPolicy(registry, settings.request_parameters, settings.summariser_models)
         self.deadline_seconds: float | None = settings.compaction_deadline_seconds
@@ -191,15 +200,38 @@ class Compactor:
             memo=self.memo,
             deadline=deadline,
         )
-        compacted = self._run(raw, parsed, wire, chain, ctx)
+        reversible = None
+        if chain.reversible and self.settings.expand_max_rounds and (offered := offer(wire, parsed)) is not None:
+            reversible = self._reversible(parsed, offered, wire, ctx, scope)
+        compacted = self._run(raw, parsed, wire, chain, ctx, reversible)
         if prefix is None or not compacted.counted:
             return compacted
         # ctx.digest: the token counts already hashed every message, original and forwarded.
         outcome = prefix.observe(parsed.model, parsed.messages, compacted.result.messages, ctx.digest, scope=scope)
         return replace(compacted, prefix=outcome)
 
-    def _run(self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context) -> Compacted:
-        messages = parsed.messages
+    def _reversible(self, parsed: Parsed, offered: Parsed, wire: WireFormat, ctx: Context, scope: bytes) -> Expansion:
+        """What the rounds of a request that may be offered the expand tool need, its remembered rounds put back in
+        its messages (app.expansion.memory); `forwarded` is filled in once the chain has run.
+        """
+        original = parsed.messages
+        prefixes = prefix_digests(ctx.digest(m) for m in original)
+        key = None
+        messages = original
+        if self.expansions is not None:
+            key = conversation_key(parsed.model, original, ctx.digest, scope, namespace=NAMESPACE)
+            rounds = self.expansions.recall(key)
+            if rounds:
+                limit = self.settings.expand_max_chars
+                messages = with_rounds(original, prefixes, rounds, Originals(original), limit)
+        anchor = prefixes[-1].hex() if prefixes else ""
+        return Expansion(wire, offered, parsed, messages, Originals(messages), key, len(original), anchor)
+
+    def _run(
+        self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context, reversible: Expansion | None
+    ) -> Compacted:
+        """reversible: set when the expand tool may be offered; its `forwarded` holds the messages to compact."""
+        messages = reversible.forwarded if reversible is not None else parsed.messages
         try:
             # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
             result = chain.run(messages, ctx, trace=True)
@@ -222,7 +254,13 @@ class Compactor:
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
-        if _unchanged(messages, result.messages):
+        if reversible is not None:
+            originals = reversible.originals
+            if any(originals.resolve(ref) is not None for ref in stub_refs(result.messages)):
+                expansion = replace(reversible, forwarded=result.messages)
+                body = wire.render(expansion.offered, result.messages)
+                return Compacted(body, chain, result, result.fallback, expansion=expansion)
+        if _unchanged(parsed.messages, result.messages):
             # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
             return Compacted(raw, chain, result, fallback=result.fallback)
         return Compacted(wire.render(parsed, result.messages), chain, result, result.fallback)

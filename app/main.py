@@ -15,6 +15,8 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import InternalErrorMiddleware, install_error_handlers
+from .expansion.loop import Expander
+from .expansion.memory import ExpansionMemory
 from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
@@ -61,6 +63,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     upstream = Upstream(settings, keys, metrics)
     try:
         prefix = PrefixTracker.open(settings) if settings.prefix_tracking else None
+        expansions = ExpansionMemory.open(settings) if settings.expand_max_rounds else None
         notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics.summariser_call)
     except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
         raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
@@ -74,10 +77,12 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             keys=keys,
             notes=notes,
             prefix=prefix,
+            expansions=expansions,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    services = Services(settings, compactor, upstream, keys, metrics, readiness)
+    expander = Expander(settings, upstream, metrics, expansions)
+    services = Services(settings, compactor, upstream, expander, keys, metrics, readiness)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,6 +98,8 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             await upstream.aclose()
             if prefix is not None:
                 await anyio.to_thread.run_sync(prefix.close)
+            if expansions is not None:
+                await anyio.to_thread.run_sync(expansions.close)
 
     # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
     # whose pages would load scripts from a CDN.

@@ -124,6 +124,10 @@ class CompactResponse(BaseModel):
     messages: list[dict[str, Any]] = Field(description="What /v1/chat/completions would send upstream.")
     tokens_before: int
     tokens_after: int
+    added_tools: list[dict[str, Any]] = Field(
+        description="Tools the proxy would add after the client's: the expand tool, when the messages sent hold a "
+        "stub with a ref."
+    )
     steps: list[CompactStep]
 
 

@@ -8,6 +8,7 @@ from fastapi import Request
 
 from .auth import Keys
 from .compaction import Compactor
+from .expansion.loop import Expander
 from .metrics import Metrics
 from .readiness import Readiness
 from .settings import Settings
@@ -21,6 +22,7 @@ class Services:
     settings: Settings
     compactor: Compactor  # with the notes runtime and the prefix tracker it uses
     upstream: Upstream
+    expander: Expander  # answers the expand tool's calls on requests it was offered on
     keys: Keys
     metrics: Metrics
     readiness: Readiness

@@ -184,6 +184,27 @@ class Settings(BaseSettings):
     prefix_tracking_ttl_seconds: int = Field(
         3600, gt=0, description="Seconds a conversation's last forwarded prefix is remembered; each request renews it."
     )
+    # --- Reversible compaction: the expand tool the proxy answers itself (app.expansion) ---
+    expand_max_rounds: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Calls of the expand tool (compaction_expand) the proxy answers for one request, each one "
+        "more upstream request; past them it asks once more without the tool. 0: the tool is never offered.",
+    )
+    expand_max_chars: int = Field(
+        20_000,
+        ge=1000,
+        le=1_000_000,
+        description="Characters of an original one expand call returns at most; the model reads the rest by "
+        "line ranges.",
+    )
+    expand_memory_ttl_seconds: int = Field(
+        86_400,
+        gt=0,
+        description="Seconds the expand rounds of a conversation are remembered in the cache at cache_url, to "
+        "be shown again in its later requests; each request renews them.",
+    )
     shutdown_grace_seconds: int = Field(
         30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."
     )

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from ..compaction import Compacted
 from ..errors import ApiError
+from ..expansion import added_tools
 from ..headers import upstream_request_headers
 from ..limits import read_body
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
@@ -37,30 +38,37 @@ async def chat_completions(request: Request) -> Response:
     if compacted is None:
         return client_gone()
     svc.metrics.compacted(compacted)
+    headers = upstream_request_headers(request.headers.raw)
+    if compacted.expansion is not None:
+        log_compacted(compacted, None)
+        return await svc.expander.forward(
+            request, compacted.expansion, compacted.body, "chat/completions", headers, compacted.response_headers()
+        )
     response = await svc.upstream.open(
-        "POST",
-        "chat/completions",
-        query=request.url.query,
-        headers=upstream_request_headers(request.headers.raw),
-        content=compacted.body,
+        "POST", "chat/completions", query=request.url.query, headers=headers, content=compacted.body
     )
+    log_compacted(compacted, response.status_code)
+    return svc.upstream.relay(response, "POST chat/completions", compacted.response_headers())
+
+
+def log_compacted(compacted: Compacted, upstream_status: int | None) -> None:
     result = compacted.result
     logger.info(
-        "chat.completions chain=%s tokens=%d->%d upstream_status=%d",
+        "chat.completions chain=%s tokens=%d->%d upstream_status=%s",
         compacted.chain.spec,
         result.tokens_before,
         result.tokens_after,
-        response.status_code,
+        "expand" if upstream_status is None else upstream_status,
         extra={
             "chain": compacted.chain.spec,
             "tokens_before": result.tokens_before,
             "tokens_after": result.tokens_after,
-            "upstream_status": response.status_code,
+            "upstream_status": upstream_status,
             "fallback": compacted.fallback,
             "prefix": compacted.prefix,
+            "expand_offered": compacted.expansion is not None,
         },
     )
-    return svc.upstream.relay(response, "POST chat/completions", compacted.response_headers())
 
 
 @router.post("/compact", openapi_extra=COMPACT_OPENAPI, responses=COMPACT_RESPONSES)
@@ -83,6 +91,7 @@ async def compact(request: Request) -> Response:
         "messages": result.messages,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
+        "added_tools": added_tools(compacted.expansion) if compacted.expansion else [],
         "steps": [
             {"strategy": s.strategy, "tokens_before": s.tokens_before, "tokens_after": s.tokens_after, "ms": s.ms}
             | s.details
