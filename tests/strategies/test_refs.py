@@ -160,6 +160,7 @@ def test_every_ref_in_a_stub_resolves_to_exactly_what_the_stub_replaced(
 
     def in_arguments(content: str) -> bool:
         return any(content == a or json.dumps(content)[1:-1] in a for a in argument_strings)
+
     for message in after:
         for r in stub_refs([message]):
             content = originals.resolve(r)
