@@ -118,7 +118,13 @@ class ConversationCache:
         # identity skips serialising and hashing them again. Holding the message keeps its id from being reused.
         self._known: dict[int, tuple[Any, bytes, array[int]]] = {}
 
-    def request(self, messages: list[Message]) -> CacheHit:
+    def request(self, messages: list[Message], tools_tokens: int | None = None) -> CacheHit:
+        """tools_tokens: the tool definitions of this request, when they differ from the conversation's (the
+        proxy's expand tool is added once a stub holds a ref); tools come first, so a change caches nothing.
+        """
+        changed = tools_tokens is not None and tools_tokens != self._head
+        if tools_tokens is not None:
+            self._head = tools_tokens
         known: dict[int, tuple[Any, bytes, array[int]]] = {}
         current: list[tuple[bytes, array[int]]] = []
         for message in messages:
@@ -136,7 +142,7 @@ class ConversationCache:
                 break
             shared += len(new)
         prompt = self._head + sum(len(tokens) for _, tokens in current) + REPLY_PRIMING
-        if first:
-            shared = 0  # the first request of a conversation finds nothing cached
+        if first or changed:
+            shared = 0  # the first request of a conversation (or with other tools) finds nothing cached
         self._previous, self._known = current, known
         return CacheHit(prompt, shared, openai_cached(shared))

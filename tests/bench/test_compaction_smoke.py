@@ -55,7 +55,8 @@ def test_smoke_run_reports_every_chain_on_every_corpus_without_violations() -> N
         assert [row["chain"] for row in rows] == chains, title
         assert all(row["violations"] == "0" for row in rows), section
         if title.startswith("synthetic"):  # planted facts were checked at the requests that need them
-            assert all(re.fullmatch(r"\d+/[1-9]\d* \(\d+%\)", row["facts kept"]) for row in rows), section
+            assert all(re.fullmatch(r"\d+/[1-9]\d* \(\d+%\)", row["facts visible"]) for row in rows), section
+            assert all(re.fullmatch(r"\d+/[1-9]\d* \(\d+%\)", row["reachable"]) for row in rows), section
     assert "Invariant violations" not in result.stdout
     # The epochs table pairs every boundary-moving strategy's rule alone with its epochs, on every corpus run.
     epochs = found[EPOCHS_TITLE]
