@@ -190,6 +190,7 @@ class Compactor:
         """
         wire = wire or ChatCompletions()
         parsed = wire.parse(raw, self.settings.max_json_depth)
+        offered = offer(wire, parsed) if chain.reversible and self.settings.expand_max_rounds else None
         ctx = Context(
             model=parsed.model,
             tokens=self.counter,
@@ -199,10 +200,9 @@ class Compactor:
             notes_cache=notes.cache if notes else None,
             memo=self.memo,
             deadline=deadline,
+            expandable=offered is not None,
         )
-        reversible = None
-        if chain.reversible and self.settings.expand_max_rounds and (offered := offer(wire, parsed)) is not None:
-            reversible = self._reversible(parsed, offered, wire, ctx, scope)
+        reversible = None if offered is None else self._reversible(parsed, offered, wire, ctx, scope)
         compacted = self._run(raw, parsed, wire, chain, ctx, reversible)
         if prefix is None or not compacted.counted:
             return compacted

@@ -16,6 +16,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .prefix_tracking import OUTCOMES
+from .wire import WIRE_NAMES
 
 if TYPE_CHECKING:
     from .compaction import Compacted
@@ -55,8 +56,9 @@ class Metrics:
         )
         self.tokens = Counter(
             "compaction_proxy_prompt_tokens",
-            "Prompt tokens of chat completions before and after compaction (stage=before|after).",
-            ["stage"],
+            "Prompt tokens before and after compaction (stage=before|after), by wire format (wire=chat.completions, "
+            "responses).",
+            ["wire", "stage"],
             registry=r,
         )
         self.strategy_time = Histogram(
@@ -109,7 +111,8 @@ class Metrics:
         )
         self.tokens_removed = Counter(
             "compaction_proxy_tokens_removed",
-            "Prompt tokens compaction removed from chat completions (before - after, never below 0 per request).",
+            "Prompt tokens compaction removed (before - after, never below 0 per request), by wire format.",
+            ["wire"],
             registry=r,
         )
         # Present at zero from the start, so a rate() or an alert works before the first failure.
@@ -119,8 +122,10 @@ class Metrics:
             self.summariser_calls.labels(outcome)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind)
-        for stage in ("before", "after"):
-            self.tokens.labels(stage)
+        for wire in WIRE_NAMES:
+            self.tokens_removed.labels(wire)
+            for stage in ("before", "after"):
+                self.tokens.labels(wire, stage)
         for round_outcome in ("answered", "capped", "dropped"):
             self.expand_rounds.labels(round_outcome)
         for result in ("resolved", "unresolved"):
@@ -134,12 +139,13 @@ class Metrics:
     def summariser_call(self, outcome: str) -> None:
         self.summariser_calls.labels(outcome).inc()
 
-    def compacted(self, compacted: Compacted) -> None:
+    def compacted(self, compacted: Compacted, wire: str) -> None:
+        """One request compacted in the wire format named `wire` (WireFormat.name)."""
         if compacted.counted:
-            self.tokens.labels("before").inc(compacted.result.tokens_before)
-            self.tokens.labels("after").inc(compacted.result.tokens_after)
+            self.tokens.labels(wire, "before").inc(compacted.result.tokens_before)
+            self.tokens.labels(wire, "after").inc(compacted.result.tokens_after)
             # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
-            self.tokens_removed.inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
+            self.tokens_removed.labels(wire).inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
         if compacted.prefix:
             self.prefix.labels(compacted.prefix).inc()
         for step in compacted.result.steps:

@@ -111,6 +111,10 @@ class Context:
     memo: Memo | None = None
     # When the work must stop (strategies.deadline); None: it runs to the end.
     deadline: Deadline | None = None
+    # Whether stubs may tell the model to call the expand tool (strategies.refs): the proxy offers it on this
+    # request. Where it cannot (another wire format, n > 1, the tool switched off) a stub names no ref, so the model
+    # is never pointed at a tool it does not have.
+    expandable: bool = True
     # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.
@@ -124,12 +128,14 @@ class Context:
         if new != source:
             self._sources.setdefault(new, source)
 
-    def ref_for(self, text: str) -> str:
+    def ref_for(self, text: str) -> str | None:
         """The ref a stub standing for `text` carries: that of the client's content the text comes from, so the
         expand tool returns the original, in one call, whatever chain made the text. A text a lossless rewrite made
         stands for its source; a text that holds a stub already (a pruned or truncated result, a dedupe pointer)
-        for the original that stub names; any other text for itself.
+        for the original that stub names; any other text for itself. None where the request is not `expandable`.
         """
+        if not self.expandable:
+            return None
         for _ in range(MAX_REWRITES):
             source = self._sources.get(text)
             if source is None:

@@ -9,7 +9,12 @@ from __future__ import annotations
 from .refs import how_to_expand
 
 
-def truncate_middle(text: str, size: int, ref: str) -> str:
+def _how(ref: str | None, what: str) -> str:
+    """The stub's way back: none where the request cannot expand refs (Context.expandable)."""
+    return "" if ref is None else f"; {how_to_expand(ref)} to see {what}"
+
+
+def truncate_middle(text: str, size: int, ref: str | None) -> str:
     """Keep `size` characters (head and tail halves) around a stub for the middle.
 
     Text that the stub would not make shorter is returned as is.
@@ -18,7 +23,7 @@ def truncate_middle(text: str, size: int, ref: str) -> str:
     if n <= size:
         return text
     head, tail = size - size // 2, size // 2
-    stub = f"[... {n - size:,} of {n:,} chars elided; {how_to_expand(ref)} to see them all ...]"
+    stub = f"[... {n - size:,} of {n:,} chars elided{_how(ref, 'them all')} ...]"
     shortened = f"{text[:head]}{stub}{text[n - tail :] if tail else ''}"
     return shortened if len(shortened) < n else text
 
@@ -26,25 +31,26 @@ def truncate_middle(text: str, size: int, ref: str) -> str:
 # --- Each strategy's stub --------------------------------------------------------------------------------------
 
 
-def pruned(text: str, max_chars: int, ref: str) -> str:
+def pruned(text: str, max_chars: int, ref: str | None) -> str:
     """prune_tool_outputs: the head of a long tool result, then a stub for the rest."""
-    stub = f"[... output truncated: {len(text):,} chars in all; {how_to_expand(ref)} to see it]"
+    stub = f"[... output truncated: {len(text):,} chars in all{_how(ref, 'it')}]"
     return f"{text[:max_chars]}\n{stub}"
 
 
-def elided(name: str, result: str, ref: str, arguments: tuple[str, str] | None = None) -> str:
+def elided(name: str, result: str, ref: str | None, arguments: tuple[str, str | None] | None = None) -> str:
     """mask and clear_tool_uses: what the model reads instead of a tool result (and, with clear_tool_inputs,
     its call's arguments, given as (arguments, their ref)).
     """
-    text = f"[{name or 'tool'} output elided: {len(result):,} chars; {how_to_expand(ref)} to see it"
+    text = f"[{name or 'tool'} output elided: {len(result):,} chars{_how(ref, 'it')}"
     if arguments is not None:
-        text += f'; its arguments too: {len(arguments[0]):,} chars, ref="{arguments[1]}"'
+        args, args_ref = arguments
+        text += f"; its arguments too: {len(args):,} chars" + ("" if args_ref is None else f', ref="{args_ref}"')
     return text + "]"
 
 
-def same_as(call_id: str, text: str, ref: str) -> str:
+def same_as(call_id: str, text: str, ref: str | None) -> str:
     """dedupe: a repeated tool result, pointing at its first copy."""
-    return f"[same output as tool call {call_id} above: {len(text):,} chars; {how_to_expand(ref)} to see it]"
+    return f"[same output as tool call {call_id} above: {len(text):,} chars{_how(ref, 'it')}]"
 
 
 def repeated(n: int) -> str:

@@ -33,7 +33,7 @@ class ShortenToolsParams(Params):
     )
 
 
-def shorten_arguments(arguments: str, size: int, ref_for: Callable[[str], str]) -> str:
+def shorten_arguments(arguments: str, size: int, ref_for: Callable[[str], str | None]) -> str:
     """Truncate the long strings inside JSON arguments, keeping the arguments valid JSON."""
     try:
         data = json.loads(arguments)

@@ -137,7 +137,7 @@ class _Run:
         while True:
             response = await self.open(body)
             if response.status_code != 200 or not _is_json(response):
-                return self.x.upstream.relay(response, self.what, extra + self._count())
+                return self.x.upstream.relay(response, self.what, extra + self._count(), wire=self.expansion.wire)
             try:
                 raw = await self._read(response)
             except _TooLarge:
@@ -188,7 +188,7 @@ class _Run:
     async def stream(self, body: bytes, extra: RawHeaders) -> Response:
         response = await self.open(body)
         if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
-            return self.x.upstream.relay(response, self.what, extra)
+            return self.x.upstream.relay(response, self.what, extra, wire=self.expansion.wire)
         kept = [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
         out = StreamingResponse(self._events(response), status_code=200)
         out.raw_headers = kept + extra

@@ -29,6 +29,7 @@ from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan,
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
 from .report import default_chain
+from .wire_forms import FORMS
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic sessions")
     parser.add_argument("--model", default="gpt-4o", help="model whose tokenizer and context window apply")
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
+    parser.add_argument(
+        "--wire",
+        choices=sorted(FORMS),
+        default="chat",
+        help="wire format every request is sent in: chat (messages) or responses (a Responses body through the "
+        "proxy's app.wire.Responses); the figures should not depend on it",
+    )
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
     parser.add_argument(
         "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         except (ChainSyntaxError, StrategyError) as exc:
             parser.error(f"--judge-chains: {exc}")
     limits = ModelTable.packaged().lookup(args.model)
-    replayer = Replayer(args.model, limits, registry)
+    replayer = Replayer(args.model, limits, registry, FORMS[args.wire])
     default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
     corpora = build_corpora(sizes, args.seed, wanted)
     chain_cases = cases(budget, registry, shipped)

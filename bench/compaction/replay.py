@@ -13,7 +13,9 @@ tool definitions of every request it is offered on (a change of tools caches not
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.expansion.chat import TOOL as EXPAND_TOOL
 from app.expansion.rounds import Round, round_messages, with_rounds
@@ -38,6 +40,7 @@ from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
 from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
 from .visibility import Needs, Seen, conversation_needs
+from .wire_forms import FORMS, WireForm
 
 MAX_PROBLEMS_KEPT = 5
 NOTHING = Needs((), ())
@@ -98,8 +101,10 @@ class ChainRun:
 class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
-    def __init__(self, model: str, limits: ModelLimits, registry: Registry) -> None:
+    def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
+        """form: the wire format each request is sent in (wire_forms.FORMS)."""
         self.model = model
+        self.form = form
         self.limits = limits
         self.registry = registry
         self.max_rounds, self.max_chars = expand_limits()
@@ -137,7 +142,7 @@ class Replayer:
         messages = conversation.messages
         request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
 
-        def context() -> Context:
+        def context(request: Mapping[str, Any] = request) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
             return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
 
@@ -158,7 +163,7 @@ class Replayer:
             originals = Originals(prefix)
             sent = with_rounds(prefix, prefixes, remembered, originals, self.max_chars) if remembered else prefix
             started = time.perf_counter()
-            result = chain.run(sent, context())
+            result = self.form.run(chain, sent, request, context)
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
             for problem in compaction_problems(prefix, result.messages):
@@ -184,7 +189,8 @@ class Replayer:
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
                 last, last_sent = [message_bytes(m) for m in result.messages], sent
-        if ends and [message_bytes(m) for m in chain.run(last_sent, context()).messages] != last:
+        again = self.form.run(chain, last_sent, request, context).messages if ends else []
+        if ends and [message_bytes(m) for m in again] != last:
             out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from app import Settings, create_app
 from strategies.refs import EXPAND_TOOL, refs_in
@@ -271,7 +273,8 @@ def test_expand_calls_beside_the_clients_own_are_dropped_and_the_client_gets_its
     ("fields", "expand_tools"),
     [
         ({"n": 2}, 0),  # n choices: the proxy would have n rounds to run
-        ({"tools": [{"type": "function", "function": {"name": EXPAND_TOOL, "parameters": {"type": "object"}}}]}, 1),
+        # The client's own tool of that name: not ours to offer, and its calls are the client's to answer.
+        ({"tools": [{"type": "function", "function": {"name": EXPAND_TOOL, "parameters": {"type": "object"}}}]}, 0),
         ({"functions": [{"name": "f", "parameters": {"type": "object"}}]}, 0),  # cannot be mixed with tools
         ({"tool_choice": "none"}, 1),  # offered all the same: the same bytes as on the turns before
     ],
@@ -287,7 +290,10 @@ def test_when_the_tool_is_offered(
         headers={**HEADERS, "Authorization": "Bearer sk-test"},
     ).raise_for_status()
     tools = [t["function"]["name"] for t in model.received[0].get("tools") or []]
-    assert tools.count(EXPAND_TOOL) == expand_tools
+    assert tools.count(EXPAND_TOOL) == expand_tools + ("tools" in fields)
+    # Where the tool is not offered the stubs are there, but point at no tool the model does not have.
+    stubs = [m["content"] for m in model.received[0]["messages"] if "output elided" in (m.get("content") or "")]
+    assert len(stubs) == 5 and all((EXPAND_TOOL in s) == bool(expand_tools) for s in stubs)
     if "tools" in fields:  # the client's own tool of that name: its calls are the client's to answer
         assert model.received[0]["tools"] == fields["tools"]
 
@@ -335,3 +341,42 @@ def test_the_dry_run_shows_the_tool_it_would_add(proxy: LoopbackServer) -> None:
     report = response.json()
     assert [t["function"]["name"] for t in report["added_tools"]] == [EXPAND_TOOL]
     assert sum(1 for m in report["messages"] if refs_in(str(m.get("content")))) == 5
+
+
+def test_a_responses_request_gets_stubs_without_the_tool_it_is_not_offered(
+    model: ScriptedModel, proxy: LoopbackServer
+) -> None:
+    # The expand tool is answered on chat completions only: a Responses request's stubs name no ref.
+    forwarded: list[dict[str, Any]] = []
+
+    async def responses(request: Request) -> JSONResponse:
+        forwarded.append(await request.json())
+        return JSONResponse({"id": "resp_1", "object": "response", "status": "completed", "output": []})
+
+    model.app.add_route("/v1/responses", responses, methods=["POST"])
+    items: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(3):
+        items.append({"type": "function_call", "call_id": f"c{i}", "name": "read_file", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": output(i, 2000)})
+    response = httpx.post(
+        f"{proxy.url}/v1/responses",
+        json={"model": "gpt-4o", "input": items},
+        headers={**HEADERS, "Authorization": "Bearer sk-test"},
+    )
+    assert response.status_code == 200
+    outputs = [i["output"] for i in forwarded[0]["input"] if i.get("type") == "function_call_output"]
+    assert outputs[0] == "[read_file output elided: 2,000 chars]" and outputs[-1] == output(2, 2000)
+    assert "tools" not in forwarded[0]
+
+
+def test_with_the_tool_switched_off_no_stub_names_it(model: ScriptedModel) -> None:
+    model.script = lambda p: Turn(text="ok")
+    with proxy_for(model, expand_max_rounds=0) as proxy:
+        httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": conversation()},
+            headers={**HEADERS, "Authorization": "Bearer sk-test"},
+        ).raise_for_status()
+    sent = model.received[0]
+    assert "tools" not in sent and EXPAND_TOOL not in json.dumps(sent["messages"])
+    assert sum("output elided" in (m.get("content") or "") for m in sent["messages"]) == 5

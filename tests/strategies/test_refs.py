@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import BUILTINS, Chain, Context, Registry, TokenCounter, format_chain
-from strategies.conversation import arguments_of, is_tool_result, result_id, text_of
+from strategies.conversation import arguments_of, is_tool_result, message_text, result_id, text_of
 from strategies.markers import elided, truncate_middle
 from strategies.messages import Message
-from strategies.refs import LINE_CHARS, ExpandCall, Originals, expand, ref_of, refs_in, stub_refs
+from strategies.refs import EXPAND_TOOL, LINE_CHARS, ExpandCall, Originals, expand, ref_of, refs_in, stub_refs
 from tests.factories import call, legacy_call, legacy_result, output, result, user
 from tests.strategies.generators import conversations, steps
 from tests.strategies.harness import RecordingContext, ref
@@ -177,3 +177,24 @@ def test_every_ref_in_a_stub_resolves_to_exactly_what_the_stub_replaced(
             # the string it cut).
             assert originals.resolve(held[0]) in results[call_id]  # a set: some models reuse ids
             assert all(in_arguments(originals.resolve(r) or "") for r in held[1:])
+
+
+@examples
+@given(conversations(), chains)
+def test_where_the_tool_is_not_offered_no_stub_points_at_it(
+    counter: TokenCounter, messages: list[Message], chain: Chain
+) -> None:
+    before = Chain.parse("none", REGISTRY).run(messages, Context(model="gpt-4o", tokens=counter)).messages
+    mentions = sum(EXPAND_TOOL in message_text(m) + "".join(arguments_of(m)) for m in before)
+    after = chain.run(messages, Context(model="gpt-4o", tokens=counter, expandable=False)).messages
+    # Only what the client sent may name the tool: no stub this request made does.
+    assert sum(EXPAND_TOOL in message_text(m) + "".join(arguments_of(m)) for m in after) <= mentions
+
+
+def test_a_stub_without_the_tool_still_says_what_went(ctx: Context) -> None:
+    text = "x" * 5000
+    messages = [user("go"), call("a"), result("a", text), call("b"), result("b", "ok")]
+    plain = Context(model="gpt-4o", tokens=ctx.tokens, expandable=False)
+    after = Chain.parse("mask(keep=1,epoch=0,min_gain=0)", REGISTRY).run(messages, plain).messages
+    assert after[2]["content"] == "[read output elided: 5,000 chars]"
+    assert truncate_middle(text, 100, None) == "x" * 50 + "[... 4,900 of 5,000 chars elided ...]" + "x" * 50
