@@ -176,7 +176,10 @@ def test_every_ref_in_a_stub_resolves_to_exactly_what_the_stub_replaced(
             # with clear_tool_inputs names the call's arguments after it (or, when shorten_tools cut them first,
             # the string it cut).
             assert originals.resolve(held[0]) in results[call_id]  # a set: some models reuse ids
-            assert all(in_arguments(originals.resolve(r) or "") for r in held[1:])
+            # (A stub cut again, as mask's max_chars cuts a pruned result's tail, may show its ref twice.)
+            assert all(
+                originals.resolve(r) in results[call_id] or in_arguments(originals.resolve(r) or "") for r in held[1:]
+            )
 
 
 @examples
