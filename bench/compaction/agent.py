@@ -69,7 +69,7 @@ def read_behind_refs(
                 return
             start = int(more.group(1))
 
-    for ref in _cut_newest(compacted):
+    for ref in _cut_newest(compacted, originals):
         read(ref, None)
     refs = list(dict.fromkeys(stub_refs(compacted)))
     for value in missing:
@@ -80,7 +80,14 @@ def read_behind_refs(
     return reading
 
 
-def _cut_newest(compacted: list[Message]) -> list[str]:
-    """The refs of the results this request answers (after the last assistant message) that were cut."""
+def _cut_newest(compacted: list[Message], originals: Originals) -> list[str]:
+    """The refs of the results this request answers (after the last assistant message) that were cut. A stub
+    whose original the request shows whole elsewhere (a dedupe pointer to a copy kept above) is no cut: the
+    model reads the copy.
+    """
     last = max((i for i, m in enumerate(compacted) if is_assistant(m)), default=-1)
-    return [r for m in compacted[last + 1 :] if is_tool_result(m) for r in refs_in(message_text(m))[:1]]
+    newest = [r for m in compacted[last + 1 :] if is_tool_result(m) for r in refs_in(message_text(m))[:1]]
+    if not newest:
+        return []
+    shown = {message_text(m) for m in compacted}
+    return [r for r in newest if originals.resolve(r) not in shown]

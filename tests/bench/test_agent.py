@@ -5,7 +5,7 @@ from __future__ import annotations
 from bench.compaction.agent import read_behind_refs
 from bench.compaction.prompt_cache import ConversationCache, MessageTokens
 from strategies import Encodings
-from strategies.markers import elided, truncate_middle
+from strategies.markers import elided, same_as, truncate_middle
 from strategies.refs import ExpandCall, Originals
 from tests.factories import assistant, call, output, result, user
 from tests.strategies.harness import ref
@@ -46,6 +46,16 @@ def test_a_result_the_request_answers_that_was_cut_on_arrival_is_read_whole_firs
     # An older cut result the next request does not answer is not read unless a value in it is needed.
     later = [*compacted, assistant("done"), user("and now?")]
     assert read_behind_refs([], later, Originals([*messages, *later[3:]]), 3, 20_000, seq=0).calls == []
+
+
+def test_a_pointer_to_a_copy_shown_above_is_not_read() -> None:
+    original = output(1, 9000)
+    messages = [user("go"), call("a"), result("a", original), call("b"), result("b", original)]
+    pointer = [*messages[:4], result("b", same_as("a", original, ref(original)))]
+    assert read_behind_refs([], pointer, Originals(messages), 3, 20_000, seq=0).calls == []
+    # With the copy masked too, the newest result is read.
+    both = [*messages[:2], result("a", masked(original)), pointer[3], pointer[4]]
+    assert read_behind_refs([], both, Originals(messages), 3, 20_000, seq=0).refs == [ref(original)]
 
 
 def test_other_tools_on_a_request_cache_nothing_of_it() -> None:
