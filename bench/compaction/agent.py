@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from app.expansion.rounds import call_id
 from app.settings import Settings
 from strategies import Message
-from strategies.conversation import is_assistant, is_tool_result, message_text
+from strategies.conversation import is_assistant, is_tool_result, message_text, result_id
 from strategies.refs import ExpandCall, Originals, expand, refs_in, stub_refs
 
 _MORE = re.compile(r"start_line=(\d+) for more\]")
+# strategies.markers.same_as: a dedupe pointer names the call whose result it repeats.
+_POINTER = re.compile(r"\[same output as tool call (.+?) above: ")
 
 
 def expand_limits() -> tuple[int, int]:
@@ -69,7 +71,7 @@ def read_behind_refs(
                 return
             start = int(more.group(1))
 
-    for ref in _cut_newest(compacted, originals):
+    for ref in _cut_newest(compacted):
         read(ref, None)
     refs = list(dict.fromkeys(stub_refs(compacted)))
     for value in missing:
@@ -80,14 +82,17 @@ def read_behind_refs(
     return reading
 
 
-def _cut_newest(compacted: list[Message], originals: Originals) -> list[str]:
-    """The refs of the results this request answers (after the last assistant message) that were cut. A stub
-    whose original the request shows whole elsewhere (a dedupe pointer to a copy kept above) is no cut: the
-    model reads the copy.
+def _cut_newest(compacted: list[Message]) -> list[str]:
+    """The refs of the results this request answers (after the last assistant message) that were cut. A dedupe
+    pointer to a copy the request shows whole (minified or not) is no cut: the model reads the copy.
     """
     last = max((i for i, m in enumerate(compacted) if is_assistant(m)), default=-1)
-    newest = [r for m in compacted[last + 1 :] if is_tool_result(m) for r in refs_in(message_text(m))[:1]]
-    if not newest:
-        return []
-    shown = {message_text(m) for m in compacted}
-    return [r for r in newest if originals.resolve(r) not in shown]
+    whole = {result_id(m) for m in compacted if is_tool_result(m) and not refs_in(message_text(m))}
+    cut = []
+    for message in compacted[last + 1 :]:
+        text = message_text(message)
+        refs = refs_in(text) if is_tool_result(message) else []
+        pointer = _POINTER.match(text)
+        if refs and not (pointer is not None and pointer.group(1) in whole):
+            cut.append(refs[0])
+    return cut

@@ -53,6 +53,9 @@ def test_a_pointer_to_a_copy_shown_above_is_not_read() -> None:
     messages = [user("go"), call("a"), result("a", original), call("b"), result("b", original)]
     pointer = [*messages[:4], result("b", same_as("a", original, ref(original)))]
     assert read_behind_refs([], pointer, Originals(messages), 3, 20_000, seq=0).calls == []
+    # Also when the copy shown was rewritten losslessly (minify): its text is no longer the original's.
+    minified = [*messages[:2], result("a", original.replace("\n", " ")), *pointer[3:]]
+    assert read_behind_refs([], minified, Originals(messages), 3, 20_000, seq=0).calls == []
     # With the copy masked too, the newest result is read.
     both = [*messages[:2], result("a", masked(original)), pointer[3], pointer[4]]
     assert read_behind_refs([], both, Originals(messages), 3, 20_000, seq=0).refs == [ref(original)]
