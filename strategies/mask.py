@@ -8,14 +8,16 @@ once per `epoch` tool calls at most, and only when the tokens freed pay for it.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from .base import Applied, Params
+from .base import CHAIN, Applied, Params
+from .chain_syntax import ChainSyntaxError, parse_chain
 from .context import Context
 from .conversation import call_name, find_pairs, message_text, with_message_text
 from .epochs import EpochStrategy, epoch_field, min_gain_field
 from .markers import elided, truncate_middle
 from .messages import Message
+from .unavailable import Unavailable
 
 
 class MaskParams(Params):
@@ -28,6 +30,24 @@ class MaskParams(Params):
         description="Also cut every tool result longer than this, on arrival, to its head and tail around a stub "
         "with a ref (default: results stay whole until they are masked).",
     )
+    fallback: str = Field(
+        "dedupe",
+        min_length=1,
+        description="Chain run instead where the model cannot be offered the expand tool (another wire format, "
+        "n > 1, the tool switched off): masking without a way back would lose what the stubs stand for.",
+        json_schema_extra=CHAIN,
+    )
+
+    @field_validator("fallback")
+    @classmethod
+    def _a_chain_without_masking(cls, value: str) -> str:
+        try:
+            specs = parse_chain(value)
+        except ChainSyntaxError as exc:
+            raise ValueError(str(exc)) from None
+        if any(spec.name == "mask" for spec in specs):
+            raise ValueError("the fallback chain must not contain mask itself")
+        return value
 
 
 class Mask(EpochStrategy[MaskParams]):
@@ -35,7 +55,8 @@ class Mask(EpochStrategy[MaskParams]):
     ref="..." to see it]`; each keeps its role and tool_call_id, each call stays, so no pair is broken. Between
     jumps the newest results stay whole, so up to `keep` + `epoch` of them are. With max_chars, results that are
     not masked are cut to their head and tail on arrival (each once, the same way on every request, so no earlier
-    request's prefix changes).
+    request's prefix changes). Where the request cannot be offered the expand tool, its fallback chain runs
+    instead (dedupe: lossless).
     """
 
     name = "mask"
@@ -64,7 +85,12 @@ class Mask(EpochStrategy[MaskParams]):
                 masked += 1
         return Applied(out, {"masked": masked})
 
+    def fallback(self) -> str:
+        return self.params.fallback
+
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
+        if not ctx.expandable:
+            raise Unavailable("not_expandable", "the expand tool cannot be offered on this request")
         applied = super().apply(messages, ctx)
         limit = self.params.max_chars
         if limit is None:

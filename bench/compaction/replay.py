@@ -144,7 +144,14 @@ class Replayer:
 
         def context(request: Mapping[str, Any] = request) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
-            return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
+            return Context(
+                model=self.model,
+                tokens=counter,
+                limits=self.limits,
+                request=request,
+                memo=memo,
+                expandable=self.form.expandable,
+            )
 
         snapshot = [message_bytes(m) for m in messages]
         tools = conversation.tools or []

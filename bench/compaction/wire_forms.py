@@ -24,17 +24,25 @@ ContextFor = Callable[[Mapping[str, Any]], Context]  # a request's Context, give
 
 
 class WireForm(Protocol):
+    # Whether the proxy offers the expand tool in this format (app.expansion.offer): where it does not, no stub
+    # names a ref and mask runs its fallback.
+    expandable: bool
+
     def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> ChainResult:
         """The chain run over one request in this format; the result's messages as chat messages."""
         ...
 
 
 class ChatForm:
+    expandable = True
+
     def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> ChainResult:
         return chain.run(messages, context(request))
 
 
 class ResponsesForm:
+    expandable = False
+
     def __init__(self) -> None:
         self.wire = Responses()
 

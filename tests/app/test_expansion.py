@@ -291,9 +291,9 @@ def test_when_the_tool_is_offered(
     ).raise_for_status()
     tools = [t["function"]["name"] for t in model.received[0].get("tools") or []]
     assert tools.count(EXPAND_TOOL) == expand_tools + ("tools" in fields)
-    # Where the tool is not offered the stubs are there, but point at no tool the model does not have.
+    # Where the tool is not offered mask runs its fallback: no result is masked without a way back.
     stubs = [m["content"] for m in model.received[0]["messages"] if "output elided" in (m.get("content") or "")]
-    assert len(stubs) == 5 and all((EXPAND_TOOL in s) == bool(expand_tools) for s in stubs)
+    assert len(stubs) == (5 if expand_tools else 0)
     if "tools" in fields:  # the client's own tool of that name: its calls are the client's to answer
         assert model.received[0]["tools"] == fields["tools"]
 
@@ -361,12 +361,22 @@ def test_a_responses_request_gets_stubs_without_the_tool_it_is_not_offered(
     response = httpx.post(
         f"{proxy.url}/v1/responses",
         json={"model": "gpt-4o", "input": items},
-        headers={**HEADERS, "Authorization": "Bearer sk-test"},
+        headers={"X-Compaction-Strategies": "clear_tool_uses(trigger=0,keep=1)", "Authorization": "Bearer sk-test"},
     )
     assert response.status_code == 200
     outputs = [i["output"] for i in forwarded[0]["input"] if i.get("type") == "function_call_output"]
     assert outputs[0] == "[read_file output elided: 2,000 chars]" and outputs[-1] == output(2, 2000)
     assert "tools" not in forwarded[0]
+    # mask runs its fallback there: nothing is masked without a way back.
+    masked = httpx.post(
+        f"{proxy.url}/v1/responses",
+        json={"model": "gpt-4o", "input": items},
+        headers={**HEADERS, "Authorization": "Bearer sk-test"},
+    )
+    assert masked.headers["x-compaction-fallback"] == "not_expandable"
+    assert [i["output"] for i in forwarded[1]["input"] if i.get("type") == "function_call_output"] == [
+        output(i, 2000) for i in range(3)
+    ]
 
 
 def test_with_the_tool_switched_off_no_stub_names_it(model: ScriptedModel) -> None:
@@ -375,7 +385,7 @@ def test_with_the_tool_switched_off_no_stub_names_it(model: ScriptedModel) -> No
         httpx.post(
             f"{proxy.url}/v1/chat/completions",
             json={"model": "gpt-4o", "messages": conversation()},
-            headers={**HEADERS, "Authorization": "Bearer sk-test"},
+            headers={"X-Compaction-Strategies": "clear_tool_uses(trigger=0,keep=1)", "Authorization": "Bearer sk-test"},
         ).raise_for_status()
     sent = model.received[0]
     assert "tools" not in sent and EXPAND_TOOL not in json.dumps(sent["messages"])

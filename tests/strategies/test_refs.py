@@ -198,6 +198,17 @@ def test_a_stub_without_the_tool_still_says_what_went(ctx: Context) -> None:
     text = "x" * 5000
     messages = [user("go"), call("a"), result("a", text), call("b"), result("b", "ok")]
     plain = Context(model="gpt-4o", tokens=ctx.tokens, expandable=False)
-    after = Chain.parse("mask(keep=1,epoch=0,min_gain=0)", REGISTRY).run(messages, plain).messages
+    after = Chain.parse("clear_tool_uses(trigger=0,keep=1)", REGISTRY).run(messages, plain).messages
     assert after[2]["content"] == "[read output elided: 5,000 chars]"
     assert truncate_middle(text, 100, None) == "x" * 50 + "[... 4,900 of 5,000 chars elided ...]" + "x" * 50
+
+
+def test_mask_without_the_tool_runs_its_fallback_instead(ctx: Context) -> None:
+    text = "x" * 5000
+    messages = [user("go"), call("a"), result("a", text), call("b"), result("b", text)]
+    plain = Context(model="gpt-4o", tokens=ctx.tokens, expandable=False)
+    run = Chain.parse("mask(keep=0,epoch=0,min_gain=0)", REGISTRY).run(messages, plain)
+    assert run.fallback == "not_expandable"
+    assert run.messages[2] == messages[2] and run.messages[4]["content"].startswith("[same output as tool call a")
+    with pytest.raises(ValueError, match="must not contain mask"):
+        Chain.parse("mask(fallback=mask)", REGISTRY)
