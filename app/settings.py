@@ -56,7 +56,7 @@ class Settings(BaseSettings):
         "https://api.openai.com/v1", description="OpenAI-compatible base URL requests are forwarded to."
     )
     default_strategies: str = Field(
-        "minify,dedupe,window",
+        "minify,mask,window",
         description="Chain used when a request sends no X-Compaction-Strategies header (the default was chosen by "
         "measurement: docs/benchmarks.md).",
     )

@@ -68,7 +68,7 @@ class Case:
 
 CASES = [
     Case("none", ("chat", "tools")),
-    Case("minify,dedupe,window", ("chat", "tools", "escapes")),
+    Case("minify,mask,window", ("chat", "tools", "escapes")),
     Case("minify", ("tools", "escapes")),
     Case("dedupe", ("tools",)),
     Case("window", ("chat", "pinned")),

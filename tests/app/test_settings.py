@@ -29,7 +29,7 @@ def config_file(tmp_path: Path) -> Path:
 def test_defaults() -> None:
     settings = Settings()
     assert settings.upstream_base_url == "https://api.openai.com/v1"
-    assert settings.default_strategies == "minify,dedupe,window"
+    assert settings.default_strategies == "minify,mask,window"
     assert (settings.host, settings.port) == ("127.0.0.1", 8080)
 
 

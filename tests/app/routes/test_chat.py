@@ -24,7 +24,7 @@ def test_agent_conversation_past_the_window_is_forwarded_within_it(
 
     sent = upstream.last().json()["messages"]
     assert completion.choices[0].message.content == f"seen {len(sent)} messages"
-    assert raw.headers["x-compaction-strategies"] == "minify,dedupe,window"  # the default chain
+    assert raw.headers["x-compaction-strategies"] == "minify,mask,window"  # the default chain
     before = int(raw.headers["x-compaction-tokens-before"])
     after = int(raw.headers["x-compaction-tokens-after"])
     assert before > 128_000 > 112_000 > after  # gpt-4o's window, less the output reserve of 16k
