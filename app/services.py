@@ -33,4 +33,4 @@ def services(request: Request) -> Services:
 
 async def authenticate(request: Request) -> None:
     """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact."""
-    services(request).keys.check(request.headers.get("authorization"))
+    services(request).keys.check(request.headers.get("authorization"), request.headers.get("x-api-key"))

@@ -11,5 +11,6 @@ JSON itself, in and out, is wire.json_body.
 from .base import Parsed, WireFormat
 from .chat import ChatCompletions
 from .json_body import dump_body, dump_json, parse_object
+from .messages import AnthropicMessages
 
-__all__ = ["ChatCompletions", "Parsed", "WireFormat", "dump_body", "dump_json", "parse_object"]
+__all__ = ["AnthropicMessages", "ChatCompletions", "Parsed", "WireFormat", "dump_body", "dump_json", "parse_object"]

@@ -1,4 +1,6 @@
-"""A stand-in for the OpenAI API that the tests own: answers JSON or SSE and records what it received."""
+"""A stand-in for the OpenAI API, and for Anthropic's Messages API under /v1/messages (tests.support.messages_upstream),
+that the tests own: answers JSON or SSE and records what it received.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bench.notes.stand_in import digest
+from tests.support.messages_upstream import MESSAGES_HEADERS, message, message_events
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -138,6 +141,10 @@ class StandInUpstream:
         path = request.url.path
         if path.endswith("/chat/completions") and request.method == "POST":
             return self.chat(json.loads(body))
+        if path == "/v1/messages" and request.method == "POST":
+            return self.messages(json.loads(body))
+        if path == "/v1/messages/count_tokens":
+            return JSONResponse({"input_tokens": len(body) // 4}, headers=MESSAGES_HEADERS)
         if path.endswith("/models"):
             return JSONResponse({"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "x"}]})
         if path.endswith("/embeddings"):
@@ -184,6 +191,15 @@ class StandInUpstream:
             "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
         }
         return JSONResponse(answer, headers=RESPONSE_HEADERS)
+
+    def messages(self, payload: dict[str, Any]) -> Response:
+        answer = message(payload)
+        if not payload.get("stream"):
+            return JSONResponse(answer, headers=MESSAGES_HEADERS)
+        events = message_events(answer)
+        if self.break_stream_after is not None:
+            return BrokenStream(events[: self.break_stream_after], MESSAGES_HEADERS)
+        return StreamingResponse(self.stream(events), media_type="text/event-stream", headers=MESSAGES_HEADERS)
 
     async def stream(self, chunks: list[bytes]) -> AsyncIterator[bytes]:
         finished = False

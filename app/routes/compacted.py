@@ -1,0 +1,100 @@
+"""What every compacted route does, whatever its wire format: read and compact the body, then forward it upstream
+and relay the answer, or (the dry run) answer what would have gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Request, Response
+
+from ..auth import Api
+from ..compaction import Compacted
+from ..errors import ApiError
+from ..headers import upstream_request_headers
+from ..limits import read_body
+from ..services import services
+from ..wire import WireFormat, dump_json
+
+logger = logging.getLogger("compaction_proxy.forward")
+
+
+async def read_and_compact(request: Request, *, tracked: bool, wire: WireFormat | None = None) -> Compacted | None:
+    """The request's body, read and compacted; None when the client went away meanwhile."""
+    svc = services(request)
+    raw = await read_body(request, svc.settings.max_body_bytes)
+    return await svc.compactor.compact_request(request, raw, tracked=tracked, wire=wire)
+
+
+def client_gone() -> Response:
+    # What nginx logs for a client that closed the connection before the answer: nobody reads this one.
+    return Response(status_code=499)
+
+
+async def forward(request: Request, compacted: Compacted, path: str, wire: WireFormat, api: Api = "openai") -> Response:
+    """The compacted body sent to `path` of that upstream, with the client's query and headers; its answer relayed."""
+    svc = services(request)
+    svc.metrics.compacted(compacted)
+    response = await svc.upstream.open(
+        "POST",
+        path,
+        query=request.url.query,
+        headers=upstream_request_headers(request.headers.raw),
+        content=compacted.body,
+        api=api,
+    )
+    result = compacted.result
+    logger.info(
+        "%s chain=%s tokens=%d->%d upstream_status=%d",
+        wire.name,
+        compacted.chain.spec,
+        result.tokens_before,
+        result.tokens_after,
+        response.status_code,
+        extra={
+            "wire": wire.name,
+            "chain": compacted.chain.spec,
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+            "upstream_status": response.status_code,
+            "fallback": compacted.fallback,
+            "prefix": compacted.prefix,
+        },
+    )
+    return svc.upstream.relay(response, f"POST {path}", compacted.response_headers(), wire=wire)
+
+
+async def dry_run(
+    request: Request, wire: WireFormat, conversation: Callable[[Compacted], dict[str, Any]], route: str
+) -> Response:
+    """What `route` would send: conversation(compacted) (the body's conversation as it would go), the tokens before
+    and after, and each step's. Nothing is forwarded.
+    """
+    compacted = await read_and_compact(request, tracked=False, wire=wire)
+    if compacted is None:
+        return client_gone()
+    if not compacted.counted:
+        raise ApiError(
+            503,
+            f"Compaction did not finish within compaction_deadline_seconds "
+            f"({services(request).settings.compaction_deadline_seconds:g} s); {route} would be forwarded "
+            "uncompacted.",
+            type="server_error",
+            code="compaction_deadline",
+        )
+    result = compacted.result
+    body = {
+        **conversation(compacted),
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "steps": [
+            {"strategy": s.strategy, "tokens_before": s.tokens_before, "tokens_after": s.tokens_after, "ms": s.ms}
+            | s.details
+            for s in result.steps
+        ],
+    }
+    response = Response(dump_json(body), media_type="application/json")
+    response.raw_headers.extend(compacted.response_headers())
+    return response
