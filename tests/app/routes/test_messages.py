@@ -88,7 +88,7 @@ def test_headers_go_as_sent_and_the_proxys_own_do_not(client: anthropic.Anthropi
     assert received.path == "/v1/messages" and received.query == "beta=true"
     assert received.headers["anthropic-beta"] == BETAS  # every value, in order
     assert received.headers["anthropic-version"] == "2023-06-01"
-    assert received.headers["x-api-key"] == "sk-ant-test"
+    assert received.headers["authorization"] == "Bearer sk-ant-test"  # this SDK's way; Claude Code's is x-api-key
     assert received.headers["x-claude-code-session-id"] == "s-1"
     assert not [name for name in received.headers if name.startswith("x-compaction-")]
 
@@ -187,16 +187,16 @@ def test_proxy_keys_are_taken_as_x_api_key_and_the_held_key_replaces_them(
         good = anthropic.Anthropic(base_url=proxy.url, api_key="sk-proxy-1", max_retries=0)
         good.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
         sent = upstream.last().headers
-        bearer = httpx.post(
+        as_claude_code = httpx.post(
             f"{proxy.url}/v1/messages/count_tokens",
             json={"model": "claude-sonnet-4-5", "messages": []},
-            headers={"authorization": "Bearer sk-proxy-1", "anthropic-version": "2023-06-01"},
+            headers={"x-api-key": "sk-proxy-1", "anthropic-version": "2023-06-01"},
         )
         wrong = anthropic.Anthropic(base_url=proxy.url, api_key="sk-wrong", max_retries=0)
         with pytest.raises(anthropic.AuthenticationError) as raised:
             wrong.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": "x"}])
     assert sent["x-api-key"] == "sk-ant-held" and "authorization" not in sent
-    assert bearer.status_code == 200 and upstream.last().headers["x-api-key"] == "sk-ant-held"
+    assert as_claude_code.status_code == 200 and upstream.last().headers["x-api-key"] == "sk-ant-held"
     expected = {"type": "authentication_error", "message": "Incorrect API key provided."}
     assert raised.value.body == {"type": "error", "error": expected}
     assert "sk-wrong" not in raised.value.response.text
