@@ -185,7 +185,7 @@ class Compactor:
             model=parsed.model,
             tokens=self.counter,
             request=parsed.request,
-            limits=self.models.lookup(parsed.window_model or parsed.model),
+            limits=self.models.lookup(parsed.model, parsed.extended_context),
             summariser=notes.summariser if notes else None,
             notes_cache=notes.cache if notes else None,
             memo=self.memo,

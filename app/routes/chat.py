@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
@@ -9,6 +11,7 @@ from ..wire import ChatCompletions
 from .compacted import client_gone, dry_run, forward, read_and_compact
 
 router = APIRouter()
+logger = logging.getLogger("compaction_proxy.chat")
 
 
 @router.post("/v1/chat/completions", openapi_extra=CHAT_OPENAPI, responses=CHAT_RESPONSES)
@@ -17,7 +20,7 @@ async def chat_completions(request: Request) -> Response:
     compacted = await read_and_compact(request, tracked=True, wire=wire)
     if compacted is None:
         return client_gone()
-    return await forward(request, compacted, "chat/completions", wire)
+    return await forward(request, compacted, "chat/completions", wire, logger)
 
 
 @router.post("/compact", openapi_extra=COMPACT_OPENAPI, responses=COMPACT_RESPONSES)

@@ -18,8 +18,6 @@ from ..limits import read_body
 from ..services import services
 from ..wire import WireFormat, dump_json
 
-logger = logging.getLogger("compaction_proxy.forward")
-
 
 async def read_and_compact(request: Request, *, tracked: bool, wire: WireFormat | None = None) -> Compacted | None:
     """The request's body, read and compacted; None when the client went away meanwhile."""
@@ -33,8 +31,12 @@ def client_gone() -> Response:
     return Response(status_code=499)
 
 
-async def forward(request: Request, compacted: Compacted, path: str, wire: WireFormat, api: Api = "openai") -> Response:
-    """The compacted body sent to `path` of that upstream, with the client's query and headers; its answer relayed."""
+async def forward(
+    request: Request, compacted: Compacted, path: str, wire: WireFormat, logger: logging.Logger, api: Api = "openai"
+) -> Response:
+    """The compacted body sent to `path` of that upstream, with the client's query and headers; its answer relayed.
+    One line to `logger` (the route's) says what compaction did.
+    """
     svc = services(request)
     svc.metrics.compacted(compacted)
     response = await svc.upstream.open(

@@ -4,6 +4,7 @@ answer what would go). The query (Claude Code's `?beta=true`) and the anthropic-
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -14,6 +15,7 @@ from ..wire import AnthropicMessages, parse_object
 from .compacted import client_gone, dry_run, forward, read_and_compact
 
 router = APIRouter()
+logger = logging.getLogger("compaction_proxy.messages")
 
 
 @router.post("/v1/messages", openapi_extra=MESSAGES_OPENAPI, responses=MESSAGES_RESPONSES)
@@ -22,7 +24,7 @@ async def messages(request: Request) -> Response:
     compacted = await read_and_compact(request, tracked=True, wire=wire)
     if compacted is None:
         return client_gone()
-    return await forward(request, compacted, "messages", wire, api="anthropic")
+    return await forward(request, compacted, "messages", wire, logger, api="anthropic")
 
 
 @router.post("/compact/messages", openapi_extra=COMPACT_MESSAGES_OPENAPI, responses=COMPACT_MESSAGES_RESPONSES)

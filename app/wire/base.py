@@ -15,8 +15,8 @@ class Parsed:
     model: str
     request: dict[str, Any]  # the rest of the body a strategy may read (tools, max_tokens, ...)
     stdlib: bool  # read by the stdlib's parser, so written back by it (lone surrogates)
-    # The name the model table looks the limits up by, when not `model` (Anthropic's 1M-context beta).
-    window_model: str | None = None
+    # The request opts into the model's longer window (Anthropic's context-1m beta).
+    extended_context: bool = False
 
 
 class WireFormat(Protocol):

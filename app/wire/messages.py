@@ -41,9 +41,8 @@ CARRIED = "_wire_carried"
 SYSTEM = -1
 REST = -1  # the block index of a view that holds the rest of a message, not one tool result
 THINKING = frozenset({"thinking", "redacted_thinking"})
-# Claude Code's header for the 1M-token window; the model table names such windows "<model>[1m]", its own alias.
+# The anthropic-beta value that opts into a model's 1M-token window (the model table's extended_context_window).
 CONTEXT_1M = "context-1m-"
-LONG_CONTEXT_SUFFIX = "[1m]"
 ROLES = frozenset({"user", "assistant", "system"})
 
 
@@ -60,12 +59,12 @@ class MessagesParsed(Parsed):
 
 
 class AnthropicMessages:
-    """POST /v1/messages. betas: the request's anthropic-beta values (the 1M-context beta sets the window)."""
+    """POST /v1/messages. betas: the request's anthropic-beta values (the 1M-context beta widens the window)."""
 
     name = "messages"
 
     def __init__(self, betas: Iterable[str] = ()) -> None:
-        self.long_context = any(beta.strip().startswith(CONTEXT_1M) for beta in betas)
+        self.extended_context = any(beta.strip().startswith(CONTEXT_1M) for beta in betas)
 
     @classmethod
     def for_headers(cls, headers: Mapping[str, str]) -> AnthropicMessages:
@@ -99,9 +98,8 @@ class AnthropicMessages:
         if isinstance(request.get("tools"), list):
             # The token counter prices tool definitions in OpenAI's shape: the same schema, another wrapper.
             request["tools"] = [_as_function(tool) for tool in request["tools"]]
-        window_model = model + LONG_CONTEXT_SUFFIX if self.long_context else model
         return MessagesParsed(
-            body, view, model, request, stdlib, window_model, views=tuple(views), system_view=system_view
+            body, view, model, request, stdlib, self.extended_context, views=tuple(views), system_view=system_view
         )
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:

@@ -94,7 +94,11 @@ def messages_body(messages: list[Message], request: dict[str, Any]) -> bytes:
 def _tool_definition(tool: dict[str, Any]) -> dict[str, Any]:
     function = tool.get("function") or tool
     schema = function.get("parameters") or {"type": "object", "properties": {}}
-    return {"name": function.get("name", "tool"), "description": function.get("description", ""), "input_schema": schema}
+    return {
+        "name": function.get("name", "tool"),
+        "description": function.get("description", ""),
+        "input_schema": schema,
+    }
 
 
 ENCODERS: dict[str, Callable[[list[Message], dict[str, Any]], bytes]] = {"chat": chat_body, "messages": messages_body}
@@ -107,7 +111,9 @@ def messages_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str
     """
     problems: list[str] = []
     sent = after.get("messages", [])
-    originals = {_key(b) for m in before.get("messages", []) if isinstance(m.get("content"), list) for b in m["content"]}
+    originals = {
+        _key(b) for m in before.get("messages", []) if isinstance(m.get("content"), list) for b in m["content"]
+    }
     open_uses: set[Any] = set()
     previous = None
     for index, message in enumerate(sent):
@@ -119,10 +125,9 @@ def messages_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str
         if role != "system" and open_uses - results:
             problems.append(f"message {index}: tool uses {sorted(map(str, open_uses - results))} have no result")
         open_uses = {b.get("id") for b in blocks if b.get("type") == "tool_use"} if role == "assistant" else set()
-        if role in ("user", "assistant"):
-            if role == previous:
-                problems.append(f"message {index}: two {role} messages in a row")
-            previous = role
+        if role == previous:  # a system message (the mid-conversation beta) stands between turns
+            problems.append(f"message {index}: two {role} messages in a row")
+        previous = role
         for block in blocks:
             if block.get("type") in ("thinking", "redacted_thinking") and _key(block) not in originals:
                 problems.append(f"message {index}: a thinking block that is not the client's")
@@ -144,29 +149,26 @@ def _kept_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     for index, message in enumerate(originals):
         if message.get("role") == "system" and _key(message) not in keys:
             problems.append(f"system message {index} changed or dropped")
+    # A message goes whole if its blocks go in a run, as they came but for a breakpoint that moved onto one: a
+    # neighbour that lost what stood between them may share its turn (the API would read them as one anyway).
+    runs = [bare_run(m) for m in sent]
     latest = next((m for m in reversed(originals) if m.get("role") == "assistant"), None)
-    if latest is not None and _key(latest) not in keys and not _only_moved_breakpoint(latest, sent):
+    if latest is not None and not any(bare_run(latest) in run for run in runs):
         problems.append("the latest assistant turn is not whole")
-    if originals and sent and _key(sent[0]) != _key(originals[0]) and not _only_moved_breakpoint(originals[0], sent):
+    if originals and sent and not runs[0].startswith(bare_run(originals[0])):
         problems.append("the first message changed")
     return problems
 
 
-def _only_moved_breakpoint(message: dict[str, Any], sent: list[dict[str, Any]]) -> bool:
-    """Whether the message went as it came but for a cache_control that moved onto it (cache_control.py)."""
-    bare = _key(_without_markers(message))
-    return any(_key(_without_markers(m)) == bare for m in sent)
-
-
-def _without_markers(message: dict[str, Any]) -> dict[str, Any]:
+def bare_run(message: dict[str, Any]) -> bytes:
+    """A message's blocks without their breakpoints, one after the other (a string content as its text block)."""
     content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    return b"".join(_key({k: v for k, v in b.items() if k != "cache_control"}) for b in blocks if isinstance(b, dict))
 
 
 def _breakpoints(body: dict[str, Any]) -> int:
-    count = "cache_control" in body
+    count = int("cache_control" in body)
     for group in (body.get("tools"), body.get("system")):
         if isinstance(group, list):
             count += sum(1 for b in group if isinstance(b, dict) and "cache_control" in b)
