@@ -29,6 +29,7 @@ from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan,
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
 from .report import default_chain
+from .wire_forms import FORMS
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, help="tokens for the budget-bound chains (default 32000; smoke 8000)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic sessions")
     parser.add_argument("--model", default="gpt-4o", help="model whose tokenizer and context window apply")
+    parser.add_argument(
+        "--wire",
+        choices=sorted(FORMS),
+        default="chat",
+        help="replay each request in this wire format's form, through it, priced as its provider caches it (messages: "
+        "Claude Code's shape, Anthropic's breakpoint rules)",
+    )
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
     parser.add_argument(
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         except (ChainSyntaxError, StrategyError) as exc:
             parser.error(f"--judge-chains: {exc}")
     limits = ModelTable.packaged().lookup(args.model)
-    replayer = Replayer(args.model, limits, registry)
+    replayer = Replayer(args.model, limits, registry, args.wire)
     default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
     corpora = build_corpora(sizes, args.seed, wanted)
     chain_cases = cases(budget, registry, shipped)

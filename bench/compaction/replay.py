@@ -10,17 +10,42 @@ determinism, checked once per conversation), the prompt-cache model, and what th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
+import orjson
+
+from app.settings import DEFAULT_MAX_JSON_DEPTH
+from strategies import (
+    Chain,
+    ChainResult,
+    Context,
+    Encodings,
+    Memo,
+    Message,
+    ModelLimits,
+    Registry,
+    TokenCounter,
+    encoding_for_model,
+)
 from strategies.digests import message_bytes
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
 
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
-from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
+from .prompt_cache import (
+    BreakpointCache,
+    BreakpointHit,
+    CacheHit,
+    ConversationCache,
+    MessageTokens,
+    billed_anthropic,
+    billed_openai,
+)
 from .visibility import Needs, Seen, conversation_needs
+from .wire_forms import ENCODERS, FORMS, messages_problems
 
 MAX_PROBLEMS_KEPT = 5
 MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
@@ -50,7 +75,10 @@ class ChainRun:
     series_tokens: list[int] = field(default_factory=list)
     series_cached: list[int] = field(default_factory=list)
 
-    def add(self, before: int, after: int, hit: CacheHit, window: int) -> None:
+    def add(self, before: int, after: int, hit: CacheHit, window: int, anthropic: BreakpointHit | None = None) -> None:
+        """anthropic: the request priced by Anthropic's breakpoint rules (the Messages form); else by the chat
+        form's model of them.
+        """
         self.requests += 1
         self.tokens_before += before
         self.tokens_after += after
@@ -60,7 +88,7 @@ class ChainRun:
         self.over_window_after += after > window
         self.cached += hit.cached
         self.billed_openai += billed_openai(hit.prompt, hit.cached)
-        self.billed_anthropic += billed_anthropic(hit.prompt, hit.cached)
+        self.billed_anthropic += anthropic.billed() if anthropic else billed_anthropic(hit.prompt, hit.cached)
 
     def problem(self, where: str, what: str) -> None:
         self.violations += 1
@@ -71,14 +99,40 @@ class ChainRun:
 class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
-    def __init__(self, model: str, limits: ModelLimits, registry: Registry) -> None:
+    def __init__(self, model: str, limits: ModelLimits, registry: Registry, wire: str = "chat") -> None:
+        """wire: the form each request is replayed in (wire_forms.FORMS): through that wire format, and priced as
+        its provider caches it.
+        """
+        self.wire = wire
         self.model = model
         self.limits = limits
         self.registry = registry
         self.encodings = Encodings()
-        self.tokens = MessageTokens(self.encodings.get(encoding_for_model(model)))
+        self.encoding = self.encodings.get(encoding_for_model(model))
+        self.tokens = MessageTokens(self.encoding)
         # What each request needs to see depends on the conversation only: found once, used by every chain.
         self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
+
+    def _compact(
+        self,
+        prefix: list[Message],
+        request: dict[str, Any],
+        chain: Chain,
+        context: Callable[[dict[str, Any]], Context],
+    ) -> tuple[list[Message], ChainResult, bytes | None, bytes | None]:
+        """One request as the proxy handles it in this form: the conversation the chain saw, its result, and, for a
+        form other than chat's, the body as the client sent it and as it goes upstream.
+        """
+        if self.wire == "chat":
+            return prefix, chain.run(prefix, context(request)), None, None
+        wire = FORMS[self.wire]
+        raw = ENCODERS[self.wire](prefix, request)
+        parsed = wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
+        result = chain.run(parsed.messages, context(dict(parsed.request)))
+        same = len(result.messages) == len(parsed.messages) and all(
+            a is b for a, b in zip(result.messages, parsed.messages, strict=True)
+        )
+        return parsed.messages, result, raw, raw if same else wire.render(parsed, result.messages)
 
     def counter(self) -> TokenCounter:
         """A fresh counter: each chain starts cold, like a proxy meeting the conversation for the first time."""
@@ -109,36 +163,45 @@ class Replayer:
         messages = conversation.messages
         request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
 
-        def context() -> Context:
+        def context(request: dict[str, Any]) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
             return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
 
         snapshot = [message_bytes(m) for m in messages]
         cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))
+        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.wire == "messages" else None
         ends = answered_at(messages)
-        last: list[bytes] = []
+        last = b""
         for end in ends:
             prefix = messages[:end]
             started = time.perf_counter()
-            result = chain.run(prefix, context())
+            view, result, raw, sent = self._compact(prefix, request, chain, context)
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
-            for problem in compaction_problems(prefix, result.messages):
+            problems = compaction_problems(view, result.messages)
+            if raw is not None and sent is not None:
+                problems += messages_problems(orjson.loads(raw), orjson.loads(sent))
+            for problem in problems:
                 out.problem(where, problem)
             hit = cache.request(result.messages)
-            if hit.prompt != result.tokens_after:
+            priced = breakpoints.request(orjson.loads(sent)) if breakpoints is not None and sent is not None else None
+            if priced is not None:
+                hit = CacheHit(priced.prompt, priced.read, priced.read)  # OpenAI's column: the same reads
+            elif hit.prompt != result.tokens_after:
                 raise AssertionError(
                     f"{where}: cache model renders {hit.prompt} tokens, TokenCounter counts {result.tokens_after}"
                 )
-            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window)
+            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window, priced)
             if end in needs:
                 out.seen.check(needs[end], result.messages)
             if conversation.id == charted:
                 out.series_tokens.append(result.tokens_after)
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
-                last = [message_bytes(m) for m in result.messages]
-        if ends and [message_bytes(m) for m in chain.run(messages[: ends[-1]], context()).messages] != last:
-            out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
+                last = sent if sent is not None else b"".join(message_bytes(m) for m in result.messages)
+        if ends:
+            _, again, _, sent = self._compact(messages[: ends[-1]], request, chain, context)
+            if (sent if sent is not None else b"".join(message_bytes(m) for m in again.messages)) != last:
+                out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")
