@@ -16,6 +16,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .prefix_tracking import OUTCOMES
+from .wire import FORMAT_NAMES
 
 if TYPE_CHECKING:
     from .compaction import Compacted
@@ -55,8 +56,9 @@ class Metrics:
         )
         self.tokens = Counter(
             "compaction_proxy_prompt_tokens",
-            "Prompt tokens of chat completions before and after compaction (stage=before|after).",
-            ["stage"],
+            "Prompt tokens of compacted requests before and after compaction (stage=before|after), by wire format "
+            "(wire=chat.completions|messages).",
+            ["wire", "stage"],
             registry=r,
         )
         self.strategy_time = Histogram(
@@ -94,7 +96,9 @@ class Metrics:
         )
         self.tokens_removed = Counter(
             "compaction_proxy_tokens_removed",
-            "Prompt tokens compaction removed from chat completions (before - after, never below 0 per request).",
+            "Prompt tokens compaction removed from compacted requests (before - after, never below 0 per request), by "
+            "wire format.",
+            ["wire"],
             registry=r,
         )
         # Present at zero from the start, so a rate() or an alert works before the first failure.
@@ -104,8 +108,10 @@ class Metrics:
             self.summariser_calls.labels(outcome)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind)
-        for stage in ("before", "after"):
-            self.tokens.labels(stage)
+        for wire in FORMAT_NAMES:
+            self.tokens_removed.labels(wire)
+            for stage in ("before", "after"):
+                self.tokens.labels(wire, stage)
         self.fallbacks.labels("strategy_error")
         self.fallbacks.labels("compaction_deadline")
 
@@ -115,12 +121,14 @@ class Metrics:
     def summariser_call(self, outcome: str) -> None:
         self.summariser_calls.labels(outcome).inc()
 
-    def compacted(self, compacted: Compacted) -> None:
+    def compacted(self, compacted: Compacted, wire: str) -> None:
+        """wire: the request's format (WireFormat.name)."""
         if compacted.counted:
-            self.tokens.labels("before").inc(compacted.result.tokens_before)
-            self.tokens.labels("after").inc(compacted.result.tokens_after)
+            self.tokens.labels(wire, "before").inc(compacted.result.tokens_before)
+            self.tokens.labels(wire, "after").inc(compacted.result.tokens_after)
             # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
-            self.tokens_removed.inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
+            removed = max(0, compacted.result.tokens_before - compacted.result.tokens_after)
+            self.tokens_removed.labels(wire).inc(removed)
         if compacted.prefix:
             self.prefix.labels(compacted.prefix).inc()
         for step in compacted.result.steps:

@@ -38,7 +38,7 @@ async def forward(
     One line to `logger` (the route's) says what compaction did.
     """
     svc = services(request)
-    svc.metrics.compacted(compacted)
+    svc.metrics.compacted(compacted, wire.name)
     response = await svc.upstream.open(
         "POST",
         path,

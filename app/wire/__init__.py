@@ -13,4 +13,16 @@ from .chat import ChatCompletions
 from .json_body import dump_body, dump_json, parse_object
 from .messages import AnthropicMessages
 
-__all__ = ["AnthropicMessages", "ChatCompletions", "Parsed", "WireFormat", "dump_body", "dump_json", "parse_object"]
+# Every wire format's name, one name each wherever a format is named (log lines, the metrics' `wire` label).
+FORMAT_NAMES = (ChatCompletions.name, AnthropicMessages.name)
+
+__all__ = [
+    "AnthropicMessages",
+    "ChatCompletions",
+    "FORMAT_NAMES",
+    "Parsed",
+    "WireFormat",
+    "dump_body",
+    "dump_json",
+    "parse_object",
+]

@@ -12,6 +12,7 @@ from tests.support.servers import closed_port
 from tests.support.upstream import StandInUpstream
 
 HI = [{"role": "user", "content": "hi"}]
+PROMPT_TOKENS = "compaction_proxy_prompt_tokens_total"
 CHAT = "/v1/chat/completions"
 
 
@@ -50,9 +51,14 @@ def test_metrics_move_with_traffic(start_proxy: ProxyFactory, upstream: StandInU
     before = sum(int(h["x-compaction-tokens-before"]) for h in headers)
     after = sum(int(h["x-compaction-tokens-after"]) for h in headers)
     # The stream's tokens count too; it is one short message either way (before == after).
-    stream_tokens = samples.get("compaction_proxy_prompt_tokens_total", stage="before") - before
+    stream_tokens = (
+        samples.get("compaction_proxy_prompt_tokens_total", wire="chat.completions", stage="before") - before
+    )
     assert stream_tokens > 0
-    assert samples.get("compaction_proxy_prompt_tokens_total", stage="after") == after + stream_tokens
+    assert (
+        samples.get("compaction_proxy_prompt_tokens_total", wire="chat.completions", stage="after")
+        == after + stream_tokens
+    )
     assert after < before
 
     assert samples.get("compaction_proxy_strategy_seconds_count", strategy="shorten_tools") == 1

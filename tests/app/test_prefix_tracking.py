@@ -90,7 +90,7 @@ def test_a_sliding_window_breaks_the_prefix_and_metrics_count_it(
 
     removed = sum(int(h["x-compaction-tokens-before"]) - int(h["x-compaction-tokens-after"]) for h in headers)
     assert removed > 0
-    assert samples.get("compaction_proxy_tokens_removed_total") == removed
+    assert samples.get("compaction_proxy_tokens_removed_total", wire="chat.completions") == removed
 
 
 @pytest.mark.parametrize("proxy_keys", [True, False], ids=["proxy keys", "clients' own keys"])

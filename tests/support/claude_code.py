@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -176,10 +177,9 @@ def run(claude: str, rounds: int) -> dict[str, Any]:
 
 
 def _removed(url: str) -> float:
-    import httpx
-
     text = httpx.get(f"{url}/metrics").text
-    lines = [line for line in text.splitlines() if line.startswith("compaction_proxy_tokens_removed_total")]
+    series = 'compaction_proxy_tokens_removed_total{wire="messages"}'
+    lines = [line for line in text.splitlines() if line.startswith(series)]
     return float(lines[0].split()[-1]) if lines else 0.0
 
 
