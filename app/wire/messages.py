@@ -55,7 +55,6 @@ class MessagesParsed(Parsed):
     """What render needs besides the view: the views made of each original message, in order."""
 
     views: tuple[tuple[Message, ...], ...] = ()
-    system_view: Message | None = None
 
 
 class AnthropicMessages:
@@ -84,10 +83,8 @@ class AnthropicMessages:
         if isinstance(system, list):
             _check_blocks(system, "system")
         view: list[Message] = []
-        system_view = None
         if system is not None:
-            system_view = {"role": "system", "content": system, ORIGIN: [SYSTEM, REST]}
-            view.append(system_view)
+            view.append({"role": "system", "content": system, ORIGIN: [SYSTEM, REST]})
         views = []
         for index, message in enumerate(messages):
             views.append(_view(index, message))
@@ -98,9 +95,7 @@ class AnthropicMessages:
         if isinstance(request.get("tools"), list):
             # The token counter prices tool definitions in OpenAI's shape: the same schema, another wrapper.
             request["tools"] = [_as_function(tool) for tool in request["tools"]]
-        return MessagesParsed(
-            body, view, model, request, stdlib, self.extended_context, views=tuple(views), system_view=system_view
-        )
+        return MessagesParsed(body, view, model, request, stdlib, self.extended_context, views=tuple(views))
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         assert isinstance(parsed, MessagesParsed), "render takes what this format's parse gave"
@@ -203,9 +198,11 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
 def _as_function(tool: Any) -> Any:
     if not isinstance(tool, dict) or "input_schema" not in tool:
         return tool  # a server tool (web search, code execution, ...): its definition is the provider's
-    function = {"name": tool.get("name", ""), "description": tool.get("description", ""), "parameters": None}
-    function["parameters"] = tool["input_schema"]
-    return {"type": "function", "function": function}
+    schema = tool["input_schema"]
+    return {
+        "type": "function",
+        "function": {"name": tool.get("name", ""), "description": tool.get("description", ""), "parameters": schema},
+    }
 
 
 # --- render -----------------------------------------------------------------------------------------------------
