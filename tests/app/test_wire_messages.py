@@ -181,3 +181,18 @@ def test_a_broken_stream_ends_with_anthropics_error_event() -> None:
         "type": "error",
         "error": {"type": "api_error", "message": "gone"},
     }
+
+
+def test_fifty_thousand_blocks_each_with_a_breakpoint_go_out_with_four() -> None:
+    # A client controls how many blocks and markers it sends: every step is linear in them, and what goes is valid.
+    body = session()
+    body["messages"][2]["content"] = [
+        result("t1", "A" * 50),
+        *(text(f"{i}", cache_control=EPHEMERAL) for i in range(50_000)),
+    ]
+    parsed = parse(body)
+    view = list(parsed.messages)
+    view[3] = {**view[3], "content": "short"}
+    sent = render(parsed, view)
+    markers = sum("cache_control" in b for m in sent["messages"] for b in m["content"])
+    assert markers + 1 <= 4 and len(sent["messages"][2]["content"]) == 50_001
