@@ -226,3 +226,14 @@ def test_compact_messages_is_a_dry_run(proxy: LoopbackServer, upstream: StandInU
     assert report["messages"][-2] == body["messages"][-2]  # the latest assistant turn whole; its results pruned
     assert messages_problems(body, report) == []
     assert upstream.received == []
+
+
+def test_the_compaction_headers_and_prefix_report_come_back(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    first = agent_body(3, output_chars=100)
+    later = agent_body(4, output_chars=100)  # the same session, one round on
+    answers = [
+        httpx.post(f"{proxy.url}/v1/messages", json=body, headers={"x-api-key": "k-9"}) for body in (first, later)
+    ]
+    assert [a.headers["x-compaction-prefix"] for a in answers] == ["new", "extends"]
+    assert all(int(a.headers["x-compaction-tokens-before"]) > 0 for a in answers)
+    assert answers[0].headers["x-compaction-strategies"] == "minify,dedupe,window"
