@@ -64,6 +64,14 @@ class Compacted:
         return headers
 
 
+def settled(wire: WireFormat, parsed: Parsed, result: ChainResult, ctx: Context) -> ChainResult:
+    """The chain's result with what the format must send put back (WireFormat.settle), counted as it will go."""
+    messages = wire.settle(parsed, result.messages)
+    if messages is result.messages:
+        return result
+    return replace(result, messages=messages, tokens_after=ctx.count_request(messages))
+
+
 def _unchanged(before: list[Any], after: list[Any]) -> bool:
     return after is before or (len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)))
 
@@ -222,6 +230,7 @@ class Compactor:
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
+        result = settled(wire, parsed, result, ctx)
         if _unchanged(messages, result.messages):
             # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
             return Compacted(raw, chain, result, fallback=result.fallback)

@@ -26,6 +26,12 @@ class WireFormat(Protocol):
         """The body's conversation; a 400 ApiError in the format's own shape when it is not one."""
         ...
 
+    def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
+        """The chain's messages with what this format must send whatever a strategy did put back (Anthropic: the
+        latest assistant turn whole); the messages themselves when nothing needs to be. Counted as sent.
+        """
+        ...
+
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         """The body with these messages in place of the parsed ones."""
         ...

@@ -17,7 +17,8 @@ message's string fields, counts it, and no strategy reads it as something it cou
 
 Render: a message whose views all came back unchanged is the original object, so it is written back as it came; a
 changed one is rebuilt from its original, block by block, in the original order (tool results merged back into
-their user message); the latest assistant turn is kept whole (cache_control.py has the breakpoint rule).
+their user message); cache_control.py has the breakpoint rule. Settle, before the result is counted: the latest
+assistant turn is kept whole.
 """
 
 from __future__ import annotations
@@ -97,9 +98,16 @@ class AnthropicMessages:
             request["tools"] = [_as_function(tool) for tool in request["tools"]]
         return MessagesParsed(body, view, model, request, stdlib, self.extended_context, views=tuple(views))
 
+    def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
+        assert isinstance(parsed, MessagesParsed), "settle takes what this format's parse gave"
+        made = {id(view) for views in parsed.views for view in views}
+        # An assistant turn a strategy left with only its thinking (its tool uses dropped) says nothing: it goes.
+        kept = [m for m in messages if id(m) in made or not _only_thinking(m)]
+        return _keep_latest_turn(parsed, messages if len(kept) == len(messages) else kept)
+
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         assert isinstance(parsed, MessagesParsed), "render takes what this format's parse gave"
-        messages = _keep_latest_turn(parsed, messages)
+        messages = _keep_latest_turn(parsed, messages)  # settled already by the Compactor; cheap if so
         system = parsed.body.get("system")
         placed: list[Placed] = []
         if isinstance(system, list):
@@ -248,13 +256,21 @@ def _rebuild(parsed: MessagesParsed, index: int, views: list[Message]) -> Placed
         else:
             keyed.extend(_rest_blocks(content, view, made_by_k.get(REST)))
     keyed.sort(key=lambda item: (item[0], item[1]))
-    if original.get("role") == "assistant" and all(_type(b) in THINKING for _, _, b in keyed):
-        return None  # only thinking left, its tool uses gone: nothing the model said
-    if not keyed:
-        return None
+    if not keyed or (original.get("role") == "assistant" and all(_type(b) in THINKING for _, _, b in keyed)):
+        return None  # nothing left, or only thinking, its tool uses gone (as settle leaves it): nothing said
     positions = [(index, int(k)) if k == int(k) else None for k, _, _ in keyed]
     blocks = [block for _, _, block in keyed]
     return Placed({**original, "content": blocks}, positions, blocks)
+
+
+def _only_thinking(message: Message) -> bool:
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and not tool_calls_of(message)
+        and isinstance(content, list)
+        and all(_type(part) in THINKING for part in content)
+    )
 
 
 def _type(block: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from app.compaction import settled
 from app.settings import DEFAULT_MAX_JSON_DEPTH
 from strategies import (
     Chain,
@@ -128,7 +129,8 @@ class Replayer:
         wire = FORMS[self.wire]
         raw = ENCODERS[self.wire](prefix, request)
         parsed = wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
-        result = chain.run(parsed.messages, context(dict(parsed.request)))
+        ctx = context(dict(parsed.request))
+        result = settled(wire, parsed, chain.run(parsed.messages, ctx), ctx)
         same = len(result.messages) == len(parsed.messages) and all(
             a is b for a, b in zip(result.messages, parsed.messages, strict=True)
         )

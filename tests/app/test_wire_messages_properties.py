@@ -15,7 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.compaction import settled
 from app.wire import AnthropicMessages
+from app.wire.cache_control import CACHEABLE
 from app.wire.messages import MessagesParsed
 from bench.compaction.wire_forms import bare_run, messages_body, messages_problems
 from strategies import BUILTINS, Chain, ModelLimits, Registry, TokenCounter, format_chain
@@ -39,10 +41,12 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(messages_body(draw(conversations()), {"model": "claude-sonnet-4-5"}))
     messages = body["messages"]
     blocks = [(i, k) for i, m in enumerate(messages) for k in range(len(m["content"]))]
+    breakpoints = 0  # the client's own: at most 2 more than system's and the last block's, 4 in all
     for i, k in draw(st.lists(st.sampled_from(blocks), max_size=3, unique=True)) if blocks else []:
         kind = draw(st.sampled_from(["unknown", "redacted", "image", "breakpoint"]))
         block = messages[i]["content"][k]
-        if kind == "breakpoint" and block["type"] not in ("thinking", "redacted_thinking"):
+        if kind == "breakpoint" and block["type"] in CACHEABLE and breakpoints < 2 and "cache_control" not in block:
+            breakpoints += 1
             messages[i]["content"][k] = {**block, "cache_control": {"type": "ephemeral", "ttl": "5m"}}
         elif kind == "redacted" and messages[i]["role"] == "assistant":
             messages[i]["content"].insert(0, REDACTED)
@@ -69,7 +73,7 @@ def compact(body: dict[str, Any], chain: Chain, limits: ModelLimits, counter: To
     parsed = WIRE.parse(raw, 64)
     assert isinstance(parsed, MessagesParsed)
     ctx = RecordingContext(model=parsed.model, tokens=counter, request=parsed.request, limits=limits)
-    out = chain.run(parsed.messages, ctx).messages
+    out = settled(WIRE, parsed, chain.run(parsed.messages, ctx), ctx).messages
     kept = {id(m) for m in out}
     untouched = {i for i, views in enumerate(parsed.views) if all(id(v) in kept for v in views)}
     if len(out) == len(parsed.messages) and all(a is b for a, b in zip(out, parsed.messages, strict=True)):

@@ -237,3 +237,14 @@ def test_the_compaction_headers_and_prefix_report_come_back(proxy: LoopbackServe
     assert [a.headers["x-compaction-prefix"] for a in answers] == ["new", "extends"]
     assert all(int(a.headers["x-compaction-tokens-before"]) > 0 for a in answers)
     assert answers[0].headers["x-compaction-strategies"] == "minify,dedupe,window"
+
+
+def test_the_latest_turn_put_back_is_counted_as_sent(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
+    body = agent_body(5, output_chars=2000)
+    drop_every_pair = {"X-Compaction-Strategies": "shorten_tools(max_tool_calls=0,max_tool_chars=0,epoch=0,min_gain=0)"}
+    report = httpx.post(f"{proxy.url}/compact/messages", json=body, headers=drop_every_pair).json()
+    assert report["messages"][-2:] == body["messages"][-2:]  # every pair dropped but the latest turn's
+    assert len(report["messages"]) == 3
+    sent = {**body, "system": report["system"], "messages": report["messages"]}
+    recount = httpx.post(f"{proxy.url}/compact/messages", json=sent, headers={"X-Compaction-Strategies": "none"}).json()
+    assert report["tokens_after"] == recount["tokens_before"]
