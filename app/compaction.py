@@ -210,7 +210,10 @@ class Compactor:
         messages = parsed.messages
         try:
             # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
-            result = chain.run(messages, ctx, trace=True)
+            result = settled(wire, parsed, chain.run(messages, ctx, trace=True), ctx)
+            # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail. Rendering
+            # fails open like a strategy: a bug in writing the body back must not cost the user their request.
+            body = raw if _unchanged(messages, result.messages) else wire.render(parsed, result.messages)
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise
@@ -226,12 +229,8 @@ class Compactor:
                     type="server_error",
                     code="compaction_failed",
                 ) from None
-            # Fail open: a strategy bug must not cost the user their request.
+            # Fail open: a bug in a strategy, in settling or in rendering must not cost the user their request.
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
-        result = settled(wire, parsed, result, ctx)
-        if _unchanged(messages, result.messages):
-            # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
-            return Compacted(raw, chain, result, fallback=result.fallback)
-        return Compacted(wire.render(parsed, result.messages), chain, result, result.fallback)
+        return Compacted(body, chain, result, fallback=result.fallback)

@@ -12,6 +12,7 @@ import httpx
 import orjson
 import pytest
 
+from app.wire import AnthropicMessages
 from bench.compaction.wire_forms import messages_body, messages_problems
 from tests.app.conftest import ProxyFactory
 from tests.factories import agent_loop
@@ -248,3 +249,18 @@ def test_the_latest_turn_put_back_is_counted_as_sent(proxy: LoopbackServer, upst
     sent = {**body, "system": report["system"], "messages": report["messages"]}
     recount = httpx.post(f"{proxy.url}/compact/messages", json=sent, headers={"X-Compaction-Strategies": "none"}).json()
     assert report["tokens_after"] == recount["tokens_before"]
+
+
+def test_a_bug_in_rendering_forwards_the_request_as_it_came(
+    proxy: LoopbackServer, upstream: StandInUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: AnthropicMessages, parsed: Any, messages: Any) -> bytes:
+        raise RuntimeError("a render bug")
+
+    monkeypatch.setattr(AnthropicMessages, "render", broken)
+    raw = orjson.dumps(agent_body(4, output_chars=3000))
+    headers = {"X-Compaction-Strategies": "prune_tool_outputs(max_chars=10)"}
+    response = httpx.post(f"{proxy.url}/v1/messages", content=raw, headers=headers)
+    assert response.status_code == 200
+    assert response.headers["x-compaction-fallback"] == "strategy_error"
+    assert upstream.last().body == raw
