@@ -16,7 +16,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .prefix_tracking import OUTCOMES
-from .wire import FORMAT_NAMES
+from .wire import WIRE_NAMES
 
 if TYPE_CHECKING:
     from .compaction import Compacted
@@ -57,7 +57,7 @@ class Metrics:
         self.tokens = Counter(
             "compaction_proxy_prompt_tokens",
             "Prompt tokens of compacted requests before and after compaction (stage=before|after), by wire format "
-            "(wire=chat.completions|messages).",
+            "(wire=chat.completions|responses|messages).",
             ["wire", "stage"],
             registry=r,
         )
@@ -108,7 +108,7 @@ class Metrics:
             self.summariser_calls.labels(outcome)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind)
-        for wire in FORMAT_NAMES:
+        for wire in WIRE_NAMES:
             self.tokens_removed.labels(wire)
             for stage in ("before", "after"):
                 self.tokens.labels(wire, stage)
@@ -122,13 +122,12 @@ class Metrics:
         self.summariser_calls.labels(outcome).inc()
 
     def compacted(self, compacted: Compacted, wire: str) -> None:
-        """wire: the request's format (WireFormat.name)."""
+        """One request compacted in the wire format named `wire` (WireFormat.name)."""
         if compacted.counted:
             self.tokens.labels(wire, "before").inc(compacted.result.tokens_before)
             self.tokens.labels(wire, "after").inc(compacted.result.tokens_after)
             # A strategy may add tokens (notes can outgrow what they replace); a counter must not go backwards.
-            removed = max(0, compacted.result.tokens_before - compacted.result.tokens_after)
-            self.tokens_removed.labels(wire).inc(removed)
+            self.tokens_removed.labels(wire).inc(max(0, compacted.result.tokens_before - compacted.result.tokens_after))
         if compacted.prefix:
             self.prefix.labels(compacted.prefix).inc()
         for step in compacted.result.steps:

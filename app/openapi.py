@@ -1,4 +1,5 @@
-"""What /openapi.json says about the routes that read their own bodies (/v1/chat/completions and /compact).
+"""What /openapi.json says about the routes that read their own bodies (/v1/chat/completions, /v1/responses and their
+dry runs, /compact and /compact/responses).
 
 Those routes parse the raw bytes themselves (speed, lone surrogates, untouched forwarding), so FastAPI cannot
 infer a request schema: it is declared here as JSON Schema. Only `messages` (an array of objects with a
@@ -73,6 +74,24 @@ CHAT_REQUEST: dict[str, Any] = {
     "additionalProperties": True,
 }
 
+RESPONSES_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "examples": ["gpt-5"]},
+        "input": {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": _ANY_OBJECT}, {"type": "null"}],
+            "description": "Text (one user message) or a list of items, each an object; every item the strategies "
+            "did not change is forwarded as sent.",
+        },
+        "instructions": {"type": ["string", "null"]},
+        "stream": CHAT_REQUEST["properties"]["stream"],
+        "previous_response_id": {"type": ["string", "null"], "description": "Only `input` is compacted."},
+        "tools": {"type": "array", "items": _ANY_OBJECT},
+        "max_output_tokens": {"type": ["integer", "null"]},
+    },
+    "additionalProperties": True,
+}
+
 STRATEGIES_PARAMETER: dict[str, Any] = {
     "name": "X-Compaction-Strategies",
     "in": "header",
@@ -82,19 +101,23 @@ STRATEGIES_PARAMETER: dict[str, Any] = {
 }
 
 
-def _request(description: str) -> dict[str, Any]:
+def _request(description: str, schema: dict[str, Any] = CHAT_REQUEST) -> dict[str, Any]:
     return {
         "parameters": [STRATEGIES_PARAMETER],
         "requestBody": {
             "required": True,
             "description": description,
-            "content": {"application/json": {"schema": CHAT_REQUEST}},
+            "content": {"application/json": {"schema": schema}},
         },
     }
 
 
 CHAT_OPENAPI = _request("An OpenAI chat completion request; everything but `messages` is forwarded as sent.")
 COMPACT_OPENAPI = _request("The same body as /v1/chat/completions.")
+RESPONSES_OPENAPI = _request(
+    "An OpenAI Responses request; everything but `input` and `instructions` is forwarded as sent.", RESPONSES_REQUEST
+)
+COMPACT_RESPONSES_OPENAPI = _request("The same body as /v1/responses.", RESPONSES_REQUEST)
 
 
 class ErrorDetail(BaseModel):
@@ -127,6 +150,14 @@ class CompactResponse(BaseModel):
     steps: list[CompactStep]
 
 
+class CompactResponsesAnswer(BaseModel):
+    input: list[dict[str, Any]] | str | None = Field(description="The `input` /v1/responses would send upstream.")
+    instructions: Any = Field(description="Its `instructions`, as sent.")
+    tokens_before: int
+    tokens_after: int
+    steps: list[CompactStep]
+
+
 def _header(description: str, type: str = "string") -> dict[str, Any]:
     return {"description": description, "required": True, "schema": {"type": type}}
 
@@ -143,7 +174,8 @@ COMPACTION_HEADERS = {
 SSE_EVENT: dict[str, Any] = {
     "type": "object",
     "description": "One server-sent event as the upstream sent it: `data` holds a chat.completion.chunk as JSON, "
-    "then [DONE]; or an OpenAI-shaped error object, with no [DONE], when the upstream broke off or went quiet.",
+    "then [DONE] (a Responses stream event, on /v1/responses); or an OpenAI-shaped error, with no [DONE] (an `error` "
+    "event), when the upstream broke off or went quiet.",
     "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
     "additionalProperties": True,
 }
@@ -156,7 +188,7 @@ def _error(description: str) -> dict[str, Any]:
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error(
         "Malformed JSON, a body that is not an object or nested deeper than max_json_depth (code too_deep), bad "
-        "`messages` or `stream`, or a bad strategy header."
+        "`messages`, `input` or `stream`, or a bad strategy header."
     ),
     401: _error("Proxy keys are configured and the request has none or a wrong one."),
     408: _error("The body sent nothing for request_body_timeout_seconds (code request_timeout)."),
@@ -169,6 +201,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 COMPACT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": CompactResponse, "description": "What would be sent upstream.", "headers": COMPACTION_HEADERS},
+    **ERRORS,
+}
+
+COMPACT_RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": CompactResponsesAnswer, "description": "What would be sent.", "headers": COMPACTION_HEADERS},
     **ERRORS,
 }
 
@@ -276,3 +313,4 @@ COMPACT_MESSAGES_RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     **{status: error for status, error in _ANTHROPIC_ERRORS.items() if status in ERRORS},
 }
+RESPONSES_RESPONSES = CHAT_RESPONSES  # the upstream's answer relayed, or the proxy's own errors, as for chat

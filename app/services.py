@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from .auth import Keys
 from .compaction import Compactor
@@ -26,11 +26,14 @@ class Services:
     readiness: Readiness
 
 
-def services(request: Request) -> Services:
-    found: Services = request.app.state.services
+def services(connection: HTTPConnection) -> Services:
+    """The app's services, for a request or a WebSocket."""
+    found: Services = connection.app.state.services
     return found
 
 
-async def authenticate(request: Request) -> None:
-    """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact."""
-    services(request).keys.check(request.headers.get("authorization"), request.headers.get("x-api-key"))
+async def authenticate(connection: HTTPConnection) -> None:
+    """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact, a WebSocket too
+    (its handshake is then refused with the error). The key is the Bearer token or Anthropic's x-api-key.
+    """
+    services(connection).keys.check(connection.headers.get("authorization"), connection.headers.get("x-api-key"))

@@ -116,7 +116,7 @@ class Settings(BaseSettings):
         DEFAULT_MAX_JSON_DEPTH,
         ge=5,
         le=255,
-        description="Deepest nesting of arrays and objects in a chat body the proxy parses (400 too_deep above); at "
+        description="Deepest nesting of arrays and objects in a body the proxy compacts (400 too_deep above); at "
         "most 255, what orjson can write back.",
     )
     on_strategy_error: Literal["forward", "fail"] = Field(
@@ -204,6 +204,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Seconds an idle client connection stays open. Keep it longer than the idle timeout of the "
         "clients and load balancers in front, so that they close idle connections, not the proxy.",
+    )
+    responses_websocket: Literal["refuse", "relay"] = Field(
+        "refuse",
+        description="A WebSocket to /v1/responses: refuse answers the upgrade 426, and Codex then sends each request "
+        "as an HTTP POST with the whole conversation, which is compacted; relay passes the socket's frames both ways "
+        "uncompacted (over a socket a client sends only the new items, so there is nothing to compact).",
     )
     # --- Client connections (app.connections), each limit per process ---
     request_head_timeout_seconds: float = Field(

@@ -8,5 +8,11 @@ from typing import Any
 # Other wire formats are mapped to it and back by the app (app.wire), so one set of strategies serves them all.
 Message = dict[str, Any]
 
+# A key of a message that only the wire format it came from reads (app.wire): where in the request body the message
+# came from, and what rides with it that the strategies do not see (encrypted reasoning, say). No strategy reads or
+# sets it; a changed copy of a message keeps it, so its wire format rebuilds the message from its original items.
+# Token counts add its "tokens": what the unseen part costs the prompt.
+WIRE_KEY = "_wire"
+
 # Every reply is primed with <|start|>assistant<|message|> (OpenAI's cookbook).
 REPLY_PRIMING = 3

@@ -9,7 +9,7 @@ from typing import Any
 from .conversation import text_of
 from .digests import message_digest
 from .encodings import Encodings
-from .messages import REPLY_PRIMING, Message
+from .messages import REPLY_PRIMING, WIRE_KEY, Message
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken") for current chat models.
 TOKENS_PER_MESSAGE = 3
@@ -17,6 +17,7 @@ TOKENS_PER_NAME = 1
 # The cookbook's constants for tool definitions (gpt-4o family; gpt-4 and gpt-3.5 start functions at 10).
 FUNC_INIT, FUNC_INIT_CL100K, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 10, 3, 3, -3, 3, 12
 
+MAX_UNSEEN_TOKENS = 1 << 32
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss", "codex")
 
@@ -108,6 +109,9 @@ class TokenCounter:
         texts: list[str] = []
         count = TOKENS_PER_MESSAGE
         for key, value in message.items():
+            if key == WIRE_KEY:
+                count += _unseen_tokens(value)
+                continue
             if key == "name":
                 count += TOKENS_PER_NAME
             if isinstance(value, str):
@@ -117,6 +121,14 @@ class TokenCounter:
             elif key in ("tool_calls", "function_call"):
                 texts.extend(_call_texts(value))
         return count + sum(len(encoding.encode(t, disallowed_special=())) for t in texts)
+
+
+def _unseen_tokens(value: Any) -> int:
+    """What a wire format says rides with a message unseen (messages.WIRE_KEY); a client's own claim, from a chat
+    body, can only make its own request look larger, and only so much.
+    """
+    tokens = value.get("tokens") if isinstance(value, dict) else None
+    return min(max(tokens, 0), MAX_UNSEEN_TOKENS) if type(tokens) is int else 0
 
 
 def _call_texts(value: Any) -> list[str]:

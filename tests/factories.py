@@ -90,3 +90,51 @@ def client_requests(conversation: list[Message]) -> list[list[Message]]:
 # shorten_tools' epochs, and fit's and middle_out's room.
 RULE_ALONE: dict[str, Any] = {"epoch": 0, "min_gain": 0}
 CUT_ALONE: dict[str, Any] = {"room": 0}
+
+
+# --- The Responses API's input items -------------------------------------------------------------------------
+
+
+def item_message(role: str, text: str) -> dict[str, Any]:
+    text_type = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": text_type, "text": text}]}
+
+
+def reasoning(i: int) -> dict[str, Any]:
+    """A reasoning item as a store=false client gets it back: opaque, encrypted."""
+    return {"type": "reasoning", "id": f"rs_{i}", "summary": [], "encrypted_content": f"gAAAA{i:04d}" + "Zk9v" * 40}
+
+
+def function_call(i: int, name: str = "read_file") -> dict[str, Any]:
+    arguments = json.dumps({"path": f"src/module_{i}.py"})
+    return {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name, "arguments": arguments}
+
+
+def function_output(i: int, chars: int) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": f"call_{i}", "output": output(i, chars)}
+
+
+def custom_call(i: int) -> dict[str, Any]:
+    """Codex's shell: a custom tool whose input is code, not JSON."""
+    code = f'const r = await tools.exec_command({{cmd: "cat notes_{i}.txt"}});\ntext(r.output);\n'
+    return {"type": "custom_tool_call", "id": f"ctc_{i}", "call_id": f"call_{i}", "name": "exec", "input": code}
+
+
+def custom_output(i: int, chars: int) -> dict[str, Any]:
+    parts = [{"type": "input_text", "text": "Script completed\n"}, {"type": "input_text", "text": output(i, chars)}]
+    return {"type": "custom_tool_call_output", "call_id": f"call_{i}", "output": parts}
+
+
+def responses_agent_loop(n: int, output_chars: int) -> list[dict[str, Any]]:
+    """Instructions as a developer message, the task, a compaction item from an earlier window, then n rounds of a
+    reasoning item and a call (function calls and custom tool calls alternating) with its output.
+    """
+    items = [
+        item_message("developer", "You are a coding agent."),
+        item_message("user", "Fix the failing test."),
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAcompacted" + "Q2s" * 60},
+    ]
+    for i in range(n):
+        call, result = (function_call, function_output) if i % 2 else (custom_call, custom_output)
+        items += [reasoning(i), call(i), result(i, output_chars)]
+    return items

@@ -1,5 +1,6 @@
-"""What every compacted route does, whatever its wire format: read and compact the body, then forward it upstream
-and relay the answer, or (the dry run) answer what would have gone.
+"""What every compacted route does, whatever its wire format (chat, responses, messages): read and compact the
+body, then forward it upstream and relay the answer (compact_and_forward), or answer what would have gone (dry_run).
+Each route names its format, its upstream path and API, and its logger.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..services import services
 from ..wire import WireFormat, dump_json
 
 
-async def read_and_compact(request: Request, *, tracked: bool, wire: WireFormat | None = None) -> Compacted | None:
+async def read_and_compact(request: Request, *, tracked: bool, wire: WireFormat) -> Compacted | None:
     """The request's body, read and compacted; None when the client went away meanwhile."""
     svc = services(request)
     raw = await read_body(request, svc.settings.max_body_bytes)
@@ -31,13 +32,16 @@ def client_gone() -> Response:
     return Response(status_code=499)
 
 
-async def forward(
-    request: Request, compacted: Compacted, path: str, wire: WireFormat, logger: logging.Logger, api: Api = "openai"
+async def compact_and_forward(
+    request: Request, wire: WireFormat, path: str, logger: logging.Logger, api: Api = "openai"
 ) -> Response:
-    """The compacted body sent to `path` of that upstream, with the client's query and headers; its answer relayed.
-    One line to `logger` (the route's) says what compaction did.
+    """The request compacted in `wire`'s format, sent to `path` of that API's upstream with the client's query and
+    headers, its answer relayed. One line to `logger` (the route's) says what compaction did.
     """
     svc = services(request)
+    compacted = await read_and_compact(request, tracked=True, wire=wire)
+    if compacted is None:
+        return client_gone()
     svc.metrics.compacted(compacted, wire.name)
     response = await svc.upstream.open(
         "POST",
@@ -68,11 +72,9 @@ async def forward(
     return svc.upstream.relay(response, f"POST {path}", compacted.response_headers(), wire=wire)
 
 
-async def dry_run(
-    request: Request, wire: WireFormat, conversation: Callable[[Compacted], dict[str, Any]], route: str
-) -> Response:
-    """What `route` would send: conversation(compacted) (the body's conversation as it would go), the tokens before
-    and after, and each step's. Nothing is forwarded.
+async def dry_run(request: Request, wire: WireFormat, sent: Callable[[Compacted], dict[str, Any]]) -> Response:
+    """What the route of `wire` would send upstream (sent(compacted): its conversation's fields, as they would go),
+    the tokens before and after, and each step's. Nothing is forwarded.
     """
     compacted = await read_and_compact(request, tracked=False, wire=wire)
     if compacted is None:
@@ -81,14 +83,14 @@ async def dry_run(
         raise ApiError(
             503,
             f"Compaction did not finish within compaction_deadline_seconds "
-            f"({services(request).settings.compaction_deadline_seconds:g} s); {route} would be forwarded "
+            f"({services(request).settings.compaction_deadline_seconds:g} s); the request would be forwarded "
             "uncompacted.",
             type="server_error",
             code="compaction_deadline",
         )
     result = compacted.result
     body = {
-        **conversation(compacted),
+        **sent(compacted),
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "steps": [

@@ -37,15 +37,7 @@ class ChatCompletions:
                     param=f"messages[{index}]",
                     code="invalid_messages",
                 )
-        stream = body.get("stream")
-        # OpenAI accepts true, false or null; "yes" or 1 would be read as true by some upstreams and false by others.
-        if stream is not None and not isinstance(stream, bool):
-            raise ApiError(
-                400,
-                f"Invalid type for 'stream': expected a boolean, but got {_json_type(stream)} instead.",
-                param="stream",
-                code="invalid_type",
-            )
+        check_stream(body)
         model = body.get("model")
         request = {k: v for k, v in body.items() if k != "messages"}
         return Parsed(body, messages, model if isinstance(model, str) else "", request, stdlib)
@@ -62,7 +54,21 @@ class ChatCompletions:
         return b"data: " + dump_json({"error": error}) + b"\n\n"
 
 
-def _json_type(value: Any) -> str:
+def check_stream(body: dict[str, Any]) -> None:
+    """A 400 ApiError unless `stream` is absent, a boolean or null: OpenAI's APIs accept nothing else, and "yes" or 1
+    would be read as true by some upstreams and false by others.
+    """
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(
+            400,
+            f"Invalid type for 'stream': expected a boolean, but got {json_type(stream)} instead.",
+            param="stream",
+            code="invalid_type",
+        )
+
+
+def json_type(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     if isinstance(value, int | float):

@@ -121,8 +121,10 @@ def main(argv: list[str] | None = None) -> None:
         "--wire",
         choices=sorted(FORMS),
         default="chat",
-        help="replay each request in this wire format's form, through it, priced as its provider caches it (messages: "
-        "Claude Code's shape, Anthropic's breakpoint rules)",
+        help="replay each request in this wire format's form, through it as the proxy compacts it, priced as its "
+        "provider caches it: chat (messages), responses (a Responses body through app.wire.Responses; the figures "
+        "should not depend on it), messages (Claude Code's shape through app.wire.AnthropicMessages, Anthropic's "
+        "breakpoint rules)",
     )
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         except (ChainSyntaxError, StrategyError) as exc:
             parser.error(f"--judge-chains: {exc}")
     limits = ModelTable.packaged().lookup(args.model)
-    replayer = Replayer(args.model, limits, registry, args.wire)
+    replayer = Replayer(args.model, limits, registry, FORMS[args.wire])
     default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
     corpora = build_corpora(sizes, args.seed, wanted)
     chain_cases = cases(budget, registry, shipped)

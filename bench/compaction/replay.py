@@ -10,26 +10,13 @@ determinism, checked once per conversation), the prompt-cache model, and what th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from app.compaction import settled
-from app.settings import DEFAULT_MAX_JSON_DEPTH
-from strategies import (
-    Chain,
-    ChainResult,
-    Context,
-    Encodings,
-    Memo,
-    Message,
-    ModelLimits,
-    Registry,
-    TokenCounter,
-    encoding_for_model,
-)
+from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
 from strategies.digests import message_bytes
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
@@ -46,7 +33,7 @@ from .prompt_cache import (
     billed_openai,
 )
 from .visibility import Needs, Seen, conversation_needs
-from .wire_forms import ENCODERS, FORMS, messages_problems
+from .wire_forms import FORMS, WireForm
 
 MAX_PROBLEMS_KEPT = 5
 MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
@@ -100,11 +87,9 @@ class ChainRun:
 class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
-    def __init__(self, model: str, limits: ModelLimits, registry: Registry, wire: str = "chat") -> None:
-        """wire: the form each request is replayed in (wire_forms.FORMS): through that wire format, and priced as
-        its provider caches it.
-        """
-        self.wire = wire
+    def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
+        """form: the wire format each request is sent in (wire_forms.FORMS), and priced as its provider caches it."""
+        self.form = form
         self.model = model
         self.limits = limits
         self.registry = registry
@@ -113,28 +98,6 @@ class Replayer:
         self.tokens = MessageTokens(self.encoding)
         # What each request needs to see depends on the conversation only: found once, used by every chain.
         self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
-
-    def _compact(
-        self,
-        prefix: list[Message],
-        request: dict[str, Any],
-        chain: Chain,
-        context: Callable[[dict[str, Any]], Context],
-    ) -> tuple[list[Message], ChainResult, bytes | None, bytes | None]:
-        """One request as the proxy handles it in this form: the conversation the chain saw, its result, and, for a
-        form other than chat's, the body as the client sent it and as it goes upstream.
-        """
-        if self.wire == "chat":
-            return prefix, chain.run(prefix, context(request)), None, None
-        wire = FORMS[self.wire]
-        raw = ENCODERS[self.wire](prefix, request)
-        parsed = wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
-        ctx = context(dict(parsed.request))
-        result = settled(wire, parsed, chain.run(parsed.messages, ctx), ctx)
-        same = len(result.messages) == len(parsed.messages) and all(
-            a is b for a, b in zip(result.messages, parsed.messages, strict=True)
-        )
-        return parsed.messages, result, raw, raw if same else wire.render(parsed, result.messages)
 
     def counter(self) -> TokenCounter:
         """A fresh counter: each chain starts cold, like a proxy meeting the conversation for the first time."""
@@ -165,28 +128,26 @@ class Replayer:
         messages = conversation.messages
         request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
 
-        def context(request: dict[str, Any]) -> Context:
+        def context(request: Mapping[str, Any] = request) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
             return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
 
         snapshot = [message_bytes(m) for m in messages]
         cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))
-        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.wire == "messages" else None
+        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.form.breakpoints else None
         ends = answered_at(messages)
         last = b""
         for end in ends:
             prefix = messages[:end]
             started = time.perf_counter()
-            view, result, raw, sent = self._compact(prefix, request, chain, context)
+            replayed = self.form.run(chain, prefix, request, context)
+            result = replayed.result
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
-            problems = compaction_problems(view, result.messages)
-            if raw is not None and sent is not None:
-                problems += messages_problems(orjson.loads(raw), orjson.loads(sent))
-            for problem in problems:
+            for problem in [*compaction_problems(replayed.seen, result.messages), *replayed.problems]:
                 out.problem(where, problem)
             hit = cache.request(result.messages)
-            priced = breakpoints.request(orjson.loads(sent)) if breakpoints is not None and sent is not None else None
+            priced = breakpoints.request(orjson.loads(replayed.sent)) if breakpoints is not None else None
             if priced is not None:
                 hit = CacheHit(priced.prompt, priced.read, priced.read)  # OpenAI's column: the same reads
             elif hit.prompt != result.tokens_after:
@@ -200,10 +161,8 @@ class Replayer:
                 out.series_tokens.append(result.tokens_after)
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
-                last = sent if sent is not None else b"".join(message_bytes(m) for m in result.messages)
-        if ends:
-            _, again, _, sent = self._compact(messages[: ends[-1]], request, chain, context)
-            if (sent if sent is not None else b"".join(message_bytes(m) for m in again.messages)) != last:
-                out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
+                last = replayed.sent
+        if ends and self.form.run(chain, messages[: ends[-1]], request, context).sent != last:
+            out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")

@@ -1,32 +1,153 @@
-"""The corpora's conversations in each wire format's form, so one replay measures every format the proxy serves.
+"""The benchmark's requests in each wire format the proxy compacts, so one replay measures every format it serves.
+A format is one entry of FORMS; each sends a request the way the proxy handles it in that format (parse, the chain,
+settle, render) and hands back what the replay measures (Replayed).
 
-FORMS names each form's wire format (app.wire); ENCODERS turns a chat conversation into a body of that form. The
-Messages form is what an agent loop on Claude sends, Claude Code's shape: `system` as text blocks, every assistant
-turn that calls tools opened by a signed thinking block, the tool results of a turn in one user message, and
-cache_control on the last system block and on the last block of the last message. messages_problems checks what
-compaction must keep of such a body.
+- `chat`: the corpus's chat messages as they are.
+- `responses`: each request as a Responses API body (input items, flat tools) through app.wire.Responses, the
+  rendered input checked for its pairs; the chain's messages measured as chat messages, so that everything measured
+  after the chain (invariants, the prompt cache, what the model can see) is the same code as for chat.
+- `messages`: each request in Claude Code's Messages shape through app.wire.AnthropicMessages: `system` as text
+  blocks, every assistant turn that calls tools opened by a signed thinking block, the tool results of a turn in one
+  user message, and cache_control on the last system block and on the last block of the last message.
+  messages_problems checks what compaction must keep of such a body; it is priced by Anthropic's breakpoint rules
+  over the body sent (prompt_cache.BreakpointCache).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import orjson
 
-from app.wire import AnthropicMessages, ChatCompletions, WireFormat
+from app.compaction import settled
+from app.settings import DEFAULT_MAX_JSON_DEPTH
+from app.wire import AnthropicMessages, Responses
 from app.wire.cache_control import MAX_BREAKPOINTS, marker
-from strategies import Message
+from strategies import Chain, ChainResult, Context, Message
 from strategies.conversation import text_of
+from strategies.digests import message_bytes
+from strategies.invariants import pairing_problems
+from strategies.messages import WIRE_KEY
 
-FORMS: dict[str, WireFormat] = {"chat": ChatCompletions(), "messages": AnthropicMessages()}
+ContextFor = Callable[[Mapping[str, Any]], Context]  # a request's Context, given what a strategy may read of it
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One request compacted in a form, as the replay measures it."""
+
+    seen: list[Message]  # the conversation the chain ran over: what the invariants compare its result with
+    result: ChainResult  # settled as the proxy settles it
+    sent: bytes  # what goes upstream (chat: its messages' bytes); compacting twice must give the same
+    problems: list[str] = field(default_factory=list)  # what the form's own checks found in what goes
+
+
+class WireForm(Protocol):
+    # Priced by Anthropic's breakpoint rules over the body sent (prompt_cache.BreakpointCache); otherwise by the
+    # cache model of the chat messages (prompt_cache.ConversationCache).
+    breakpoints: bool
+
+    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
+        """The chain run over one request (chat messages and the rest of a chat body) sent in this form."""
+        ...
+
+
+class ChatForm:
+    breakpoints = False
+
+    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
+        result = chain.run(messages, context(request))
+        return Replayed(messages, result, b"".join(message_bytes(m) for m in result.messages))
+
+
+class ResponsesForm:
+    breakpoints = False
+
+    def __init__(self) -> None:
+        self.wire = Responses()
+
+    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
+        raw = orjson.dumps(responses_body(messages, request))
+        parsed = self.wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
+        ctx = context(parsed.request)
+        result = settled(self.wire, parsed, chain.run(parsed.messages, ctx), ctx)
+        sent = self.wire.render(parsed, result.messages)
+        # What the proxy would send, read back: it must pair every call with its output as the messages did.
+        read_back = self.wire.parse(sent, DEFAULT_MAX_JSON_DEPTH).messages
+        if pairing_problems(read_back) != pairing_problems(result.messages):
+            raise AssertionError(f"the rendered input pairs differently: {pairing_problems(read_back)}")
+        # Measured as the chain left them: the items a message item and the calls after it become are one message
+        # read back, where the chain may have left two.
+        return Replayed(messages, replace(result, messages=chat_messages(result.messages)), sent)
+
+
+class MessagesForm:
+    breakpoints = True
+
+    def __init__(self) -> None:
+        self.wire = AnthropicMessages()
+
+    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
+        raw = messages_body(messages, request)
+        parsed = self.wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
+        ctx = context(parsed.request)
+        result = settled(self.wire, parsed, chain.run(parsed.messages, ctx), ctx)
+        same = len(result.messages) == len(parsed.messages) and all(
+            a is b for a, b in zip(result.messages, parsed.messages, strict=True)
+        )
+        sent = raw if same else self.wire.render(parsed, result.messages)  # as the proxy forwards it
+        return Replayed(parsed.messages, result, sent, messages_problems(orjson.loads(raw), orjson.loads(sent)))
+
+
+def chat_messages(messages: list[Message]) -> list[Message]:
+    """The wire's messages as chat messages: without what only the wire reads."""
+    return [{k: v for k, v in m.items() if k != WIRE_KEY} for m in messages]
+
+
+def responses_body(messages: list[Message], request: dict[str, Any]) -> dict[str, Any]:
+    """A chat request as a Responses body: a message item per message with content, a function_call per tool call,
+    a function_call_output per tool result, the tools flat.
+    """
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            output = {"type": "function_call_output", "call_id": message["tool_call_id"]}
+            if "name" in message:
+                output["name"] = message["name"]
+            items.append({**output, "output": _parts(message.get("content"), "input_text")})
+            continue
+        if message.get("content") is not None:
+            text_type = "output_text" if role == "assistant" else "input_text"
+            items.append({"type": "message", "role": role, "content": _parts(message["content"], text_type)})
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": function["name"],
+                    "arguments": function["arguments"],
+                }
+            )
+    body: dict[str, Any] = {k: v for k, v in request.items() if k != "tools"}
+    body["input"] = items
+    if request.get("tools"):
+        body["tools"] = [{"type": "function", **tool["function"]} for tool in request["tools"]]
+    return body
+
+
+def _parts(content: Any, text_type: str) -> Any:
+    if not isinstance(content, list):
+        return content
+    return [{**part, "type": text_type} if part.get("type") == "text" else part for part in content]
+
+
 EPHEMERAL = {"type": "ephemeral"}
-
-
-def chat_body(messages: list[Message], request: dict[str, Any]) -> bytes:
-    return orjson.dumps({**request, "messages": messages})
 
 
 def _thinking(call_ids: list[str]) -> dict[str, Any]:
@@ -99,9 +220,6 @@ def _tool_definition(tool: dict[str, Any]) -> dict[str, Any]:
         "description": function.get("description", ""),
         "input_schema": schema,
     }
-
-
-ENCODERS: dict[str, Callable[[list[Message], dict[str, Any]], bytes]] = {"chat": chat_body, "messages": messages_body}
 
 
 def messages_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -181,3 +299,6 @@ def _breakpoints(body: dict[str, Any]) -> int:
 
 def _key(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+FORMS: dict[str, WireForm] = {"chat": ChatForm(), "responses": ResponsesForm(), "messages": MessagesForm()}

@@ -24,7 +24,7 @@ from tests.support.servers import LoopbackServer
 
 # Small enough that some generated bodies pass it, so 413s are generated and checked too.
 BODY_LIMIT = 4096
-FUZZED = r"^/(compact|v1/chat/completions|compact/messages|v1/messages)$"
+FUZZED = r"^/(compact|v1/chat/completions|v1/responses|compact/responses|v1/messages|compact/messages)$"
 EXAMPLES = 160  # per generation mode, the four routes together
 # Which statuses may happen is the schema's business (status_code_conformance); these look at what came back.
 CHECKS = [
@@ -70,3 +70,7 @@ def test_the_schema_covers_both_routes_and_documents_the_errors(proxy_schema: Ba
         statuses = set(operation["responses"])
         assert {"200", "400", "401", "413"} <= statuses, (path, statuses)
     assert {"502", "504"} <= set(document["paths"]["/v1/chat/completions"]["post"]["responses"])
+    for path in ("/compact/responses", "/v1/responses"):
+        operation = document["paths"][path]["post"]
+        assert "input" in operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert {"200", "400", "401", "413"} <= set(operation["responses"]), path

@@ -12,6 +12,8 @@ from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[imp
 
 from strategies import Context, TokenCounter, encoding_for_model
 from strategies.encodings import Encodings
+from strategies.messages import WIRE_KEY
+from strategies.tokens import MAX_UNSEEN_TOKENS
 from tests.factories import call, result, user
 
 URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
@@ -223,3 +225,23 @@ def test_tool_definitions_count_as_the_cookbook_publishes(counter: TokenCounter,
 @pytest.mark.parametrize("tools", [None, [], "not a list", [{"type": "custom"}], [{"function": "broken"}]])
 def test_absent_or_odd_tool_definitions_count_nothing_and_never_raise(counter: TokenCounter, tools: object) -> None:
     assert counter.count_tools(tools, "gpt-4o") == 0
+
+
+@pytest.mark.parametrize(
+    ("carried", "added"),
+    [
+        ({"tokens": 250, "items": [{"encrypted_content": "x" * 1000}]}, 250),  # what it declares, not its text
+        ({"tokens": -5}, 0),
+        ({"tokens": "250"}, 0),
+        ({"tokens": True}, 0),
+        ({"tokens": 10**30}, MAX_UNSEEN_TOKENS),  # a chat client's claim is bounded
+        ("not a dict", 0),
+    ],
+)
+def test_a_message_counts_what_its_wire_format_says_rides_unseen(
+    counter: TokenCounter, carried: object, added: int
+) -> None:
+    plain = user("hi")
+    assert (
+        counter.count_message({**plain, WIRE_KEY: carried}, "gpt-4o") == counter.count_message(plain, "gpt-4o") + added
+    )

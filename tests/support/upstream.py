@@ -15,8 +15,9 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench.notes.stand_in import digest
 from tests.support.messages_upstream import MESSAGES_HEADERS, message, message_events
@@ -65,6 +66,76 @@ def sse_chunks(model: str, include_usage: bool) -> list[bytes]:
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
 
 
+def response_object(model: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """A Responses API response with one assistant message."""
+    message = {
+        "id": "msg_standin",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    return {
+        "id": "resp_standin",
+        "object": "response",
+        "created_at": 1,
+        "status": status,
+        "model": model,
+        "output": [message] if status == "completed" else [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {"input_tokens": 11, "output_tokens": 2, "total_tokens": 13} if status == "completed" else None,
+    }
+
+
+def responses_events(model: str, text: str) -> list[dict[str, Any]]:
+    """The events of a streamed Responses answer saying `text` in two deltas."""
+    started = response_object(model, text, status="in_progress")
+    item = {"id": "msg_standin", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    done = response_object(model, text)
+    half = len(text) // 2
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": started},
+        {"type": "response.in_progress", "response": started},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {
+            "type": "response.content_part.added",
+            "item_id": "msg_standin",
+            "output_index": 0,
+            "content_index": 0,
+            "part": part,
+        },
+        *(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_standin",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": delta,
+                "logprobs": [],
+            }
+            for delta in (text[:half], text[half:])
+        ),
+        {
+            "type": "response.output_text.done",
+            "item_id": "msg_standin",
+            "output_index": 0,
+            "content_index": 0,
+            "text": text,
+            "logprobs": [],
+        },
+        {"type": "response.output_item.done", "output_index": 0, "item": done["output"][0]},
+        {"type": "response.completed", "response": done},
+    ]
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def responses_sse(model: str, text: str) -> list[bytes]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in responses_events(model, text)]
+
+
 class BrokenStream(Response):
     """Sends the status, headers and the first chunks of a stream, then returns without finishing the
     body: uvicorn then closes the connection mid-message, as a crashing or cut-off upstream would.
@@ -105,7 +176,17 @@ class StandInUpstream:
         self.summariser_status = 200
         self.summariser_gate = threading.Event()  # summariser calls wait for it (shows timeouts, single flight)
         self.reset()
-        self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "DELETE", "PUT"])])
+        self.app = Starlette(
+            routes=[
+                WebSocketRoute("/v1/responses", self.socket),
+                Route("/{path:path}", self.handle, methods=["GET", "POST", "DELETE", "PUT"]),
+            ]
+        )
+        # What the WebSocket handshakes carried (headers), and the frames received on them.
+        self.socket_handshakes: list[dict[str, str]] = []
+        self.socket_frames: list[str | bytes] = []
+        # None: accept WebSockets; a status: refuse the handshake with it.
+        self.socket_refusal: int | None = None
 
     def reset(self) -> None:
         self.received.clear()
@@ -118,6 +199,9 @@ class StandInUpstream:
         self.summariser_calls.clear()
         self.summariser_status = 200
         self.summariser_gate.set()
+        self.socket_handshakes = []
+        self.socket_frames = []
+        self.socket_refusal = None
 
     def last(self) -> Received:
         assert self.received, "the upstream received nothing"
@@ -145,6 +229,13 @@ class StandInUpstream:
             return self.messages(json.loads(body))
         if path == "/v1/messages/count_tokens":
             return JSONResponse({"input_tokens": len(body) // 4}, headers=MESSAGES_HEADERS)
+        if path == "/v1/responses" and request.method == "POST":
+            return self.responses(json.loads(body))
+        if path.startswith("/v1/responses/"):
+            # compact, a stored response, its input items, input tokens, cancel, delete: what arrived, echoed.
+            return JSONResponse(
+                {"object": "standin.echo", "method": request.method, "path": path}, headers=RESPONSE_HEADERS
+            )
         if path.endswith("/models"):
             return JSONResponse({"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "x"}]})
         if path.endswith("/embeddings"):
@@ -200,6 +291,35 @@ class StandInUpstream:
         if self.break_stream_after is not None:
             return BrokenStream(events[: self.break_stream_after], MESSAGES_HEADERS)
         return StreamingResponse(self.stream(events), media_type="text/event-stream", headers=MESSAGES_HEADERS)
+
+    def responses(self, payload: dict[str, Any]) -> Response:
+        model = payload.get("model", "gpt-5")
+        items = payload.get("input")
+        text = f"seen {len(items) if isinstance(items, list) else 1} items"
+        if payload.get("stream"):
+            chunks = responses_sse(model, text)
+            if self.break_stream_after is not None:
+                return BrokenStream(chunks[: self.break_stream_after], RESPONSE_HEADERS)
+            return StreamingResponse(self.stream(chunks), media_type="text/event-stream", headers=RESPONSE_HEADERS)
+        return JSONResponse(response_object(model, text), headers=RESPONSE_HEADERS)
+
+    async def socket(self, websocket: WebSocket) -> None:
+        """The Responses WebSocket mode: each response.create frame answered with a streamed response's events."""
+        self.socket_handshakes.append(dict(websocket.headers))
+        if self.socket_refusal is not None:
+            error = {"message": "no sockets here", "type": "invalid_request_error", "param": None, "code": None}
+            await websocket.send_denial_response(JSONResponse({"error": error}, self.socket_refusal))
+            return
+        await websocket.accept()
+        try:
+            while True:
+                frame = await websocket.receive_text()
+                self.socket_frames.append(frame)
+                model = json.loads(frame).get("model", "gpt-5")
+                for event in responses_events(model, f"seen frame {len(self.socket_frames)}"):
+                    await websocket.send_text(json.dumps(event))
+        except WebSocketDisconnect:
+            pass
 
     async def stream(self, chunks: list[bytes]) -> AsyncIterator[bytes]:
         finished = False

@@ -1,0 +1,87 @@
+"""Codex CLI (the pinned version scripts/test installs) run for real through the proxy against a scripted model, in
+a private network namespace (tests/support/codex.py): its agent loop completes through compaction, with the
+custom-tool default model, a function-tool model and the WebSocket mode both refused and relayed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.codex import FINAL
+from tests.support.responses import pairing_problems
+
+ROOT = Path(__file__).resolve().parents[2]
+CODEX = ROOT / ".tools" / "npm" / "node_modules" / ".bin" / "codex"
+ROUNDS = 12
+
+
+def codex_binary() -> Path:
+    if not CODEX.exists():
+        pytest.skip(f"Codex CLI not installed at {CODEX.relative_to(ROOT)}: scripts/test installs it with npm")
+    return CODEX
+
+
+def run_codex(*args: str) -> dict[str, Any]:
+    if shutil.which("unshare") is None or shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("needs root, unshare(1) and ip(8) for a private network namespace, so Codex reaches nothing else")
+    scenario = f"{sys.executable} -m tests.support.codex {codex_binary()} --rounds {ROUNDS} {' '.join(args)}"
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {scenario}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert result["exit"] == 0, result["stderr"]
+    assert result["stdout"].strip().endswith(FINAL)  # the loop ran every round and gave the final answer
+    assert len(result["inputs"]) == ROUNDS + 1
+    return result
+
+
+def outputs(items: list[dict[str, Any]]) -> int:
+    return sum(1 for item in items if item.get("type", "").endswith("_call_output"))
+
+
+def assert_compacted(result: dict[str, Any], call_type: str) -> None:
+    """Over HTTP Codex sends the whole history every time: the model got it compacted, valid, its reasoning intact."""
+    assert result["handshakes"] == 0 and result["posts"] == ROUNDS + 1
+    emitted = {item["id"]: item for item in result["reasoning"]}
+    for items in result["inputs"]:
+        assert pairing_problems(items) == []
+        for item in items:
+            if item.get("type") == "reasoning":
+                # What the model sent, encrypted_content included (Codex adds "content": null of its own).
+                assert {key: item[key] for key in emitted[item["id"]]} == emitted[item["id"]]
+    last = result["inputs"][-1]
+    assert outputs(last) < ROUNDS  # old rounds were dropped: Codex itself sent all twelve
+    assert any(item.get("type") == call_type for item in last)
+    assert last[-1]["call_id"] == f"call_{ROUNDS - 1}"  # the newest round is there, whole
+
+
+def test_codex_with_its_default_custom_tool_model() -> None:
+    assert_compacted(run_codex(), "custom_tool_call")
+
+
+def test_codex_with_a_function_tool_model() -> None:
+    assert_compacted(run_codex("--model", "gpt-5.5"), "function_call")
+
+
+def test_codex_falls_back_to_http_when_the_websocket_is_refused() -> None:
+    assert_compacted(run_codex("--websockets", "refuse"), "custom_tool_call")
+
+
+def test_codex_over_a_relayed_websocket() -> None:
+    result = run_codex("--websockets", "relay")
+    assert result["handshakes"] == 1 and result["posts"] == 0
+    # Over the socket Codex sends only what is new (previous_response_id): relayed as it came.
+    assert [outputs(items) for items in result["inputs"][1:]] == [1] * ROUNDS
