@@ -9,11 +9,12 @@ The view (parse):
 - A user message's tool_result blocks are tool messages (tool_call_id = tool_use_id), which chat places right after
   the assistant message that called them; the user message's other blocks follow as one user message.
 
-Every view message carries ORIGIN: [message index, block index] for a tool result, [message index, -1] for the rest
-of a message, [-1, -1] for `system`. conversation.py never reads it, and a strategy that rewrites a message copies
-its keys along, so render knows every message's original, changed or not. CARRIED holds the text of the thinking
-blocks: the model reads it (Claude Code keeps every turn's thinking), so the token counter, which counts a
-message's string fields, counts it, and no strategy reads it as something it could shorten.
+Every view message carries, in its WIRE_KEY (strategies.messages), ORIGIN: [message index, block index] for a tool
+result, [message index, -1] for the rest of a message, [-1, -1] for `system`. conversation.py never reads it, and a
+strategy that rewrites a message copies its keys along, so render knows every message's original, changed or not.
+An assistant view's WIRE_KEY also holds, as CARRIED, the text of its thinking blocks: the model reads it (Claude
+Code keeps every turn's thinking), so the token counter counts it, and no strategy reads it as something it could
+shorten.
 
 Render: a message whose views all came back unchanged is the original object, so it is written back as it came; a
 changed one is rebuilt from its original, block by block, in the original order (tool results merged back into
@@ -31,20 +32,28 @@ import orjson
 
 from strategies import Message
 from strategies.conversation import tool_calls_of
+from strategies.messages import WIRE_KEY
 
 from ..errors import ApiError
 from .base import Parsed
 from .cache_control import Placed, breakpoints, settle_breakpoints
 from .json_body import dump_body, dump_json, parse_object
 
-ORIGIN = "_wire_origin"
-CARRIED = "_wire_carried"
+ORIGIN = "origin"  # in a view message's WIRE_KEY
+CARRIED = "text"  # in WIRE_KEY too: what the token counter counts as unseen text the model reads
 SYSTEM = -1
 REST = -1  # the block index of a view that holds the rest of a message, not one tool result
 THINKING = frozenset({"thinking", "redacted_thinking"})
 # The anthropic-beta value that opts into a model's 1M-token window (the model table's extended_context_window).
 CONTEXT_1M = "context-1m-"
 ROLES = frozenset({"user", "assistant", "system"})
+
+
+def _origin(message: Message) -> list[int] | None:
+    """Where in the body a view message came from; None for a message a strategy made."""
+    wire = message.get(WIRE_KEY)
+    origin = wire.get(ORIGIN) if isinstance(wire, dict) else None
+    return origin if isinstance(origin, list) else None
 
 
 def _invalid(message: str) -> ApiError:
@@ -85,7 +94,7 @@ class AnthropicMessages:
             _check_blocks(system, "system")
         view: list[Message] = []
         if system is not None:
-            view.append({"role": "system", "content": system, ORIGIN: [SYSTEM, REST]})
+            view.append({"role": "system", "content": system, WIRE_KEY: {ORIGIN: [SYSTEM, REST]}})
         views = []
         for index, message in enumerate(messages):
             views.append(_view(index, message))
@@ -116,7 +125,7 @@ class AnthropicMessages:
         groups: dict[int, list[Message]] = {}
         order: list[int | Message] = []  # an original message's index at its first view, or a new message
         for message in messages:
-            origin = message.get(ORIGIN)
+            origin = _origin(message)
             if origin is None:
                 if message.get("role") in ("system", "developer"):
                     added.append({"type": "text", "text": _text(message)})
@@ -162,7 +171,7 @@ def _view(index: int, message: Any) -> tuple[Message, ...]:
         raise _invalid(f"messages.{index}: Input should be an object with role 'user', 'assistant' or 'system'.")
     role, content = message["role"], message.get("content")
     if isinstance(content, str):
-        return ({"role": role, "content": content, ORIGIN: [index, REST]},)
+        return ({"role": role, "content": content, WIRE_KEY: {ORIGIN: [index, REST]}},)
     if not isinstance(content, list):
         raise _invalid(f"messages.{index}.content: Input should be a string or an array of content blocks.")
     _check_blocks(content, f"messages.{index}.content")
@@ -174,11 +183,11 @@ def _view(index: int, message: Any) -> tuple[Message, ...]:
         call_id = block.get("tool_use_id")
         if role == "user" and block["type"] == "tool_result" and isinstance(call_id, str):
             result = block.get("content", "")
-            views.append({"role": "tool", "tool_call_id": call_id, "content": result, ORIGIN: [index, k]})
+            views.append({"role": "tool", "tool_call_id": call_id, "content": result, WIRE_KEY: {ORIGIN: [index, k]}})
         else:
             rest.append(block)
     if rest or not views:
-        views.append({"role": role, "content": rest, ORIGIN: [index, REST]})
+        views.append({"role": role, "content": rest, WIRE_KEY: {ORIGIN: [index, REST]}})
     return tuple(views)
 
 
@@ -195,11 +204,12 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
         parts.append(block)
         if block["type"] == "thinking" and isinstance(block.get("thinking"), str):
             thinking.append(block["thinking"])
-    view: Message = {"role": "assistant", "content": parts, ORIGIN: [index, REST]}
+    wire: dict[str, Any] = {ORIGIN: [index, REST]}
+    if thinking:
+        wire[CARRIED] = "\n".join(thinking)
+    view: Message = {"role": "assistant", "content": parts, WIRE_KEY: wire}
     if calls:
         view["tool_calls"] = calls
-    if thinking:
-        view[CARRIED] = "\n".join(thinking)
     return view
 
 
@@ -248,9 +258,9 @@ def _rebuild(parsed: MessagesParsed, index: int, views: list[Message]) -> Placed
         new = views[0].get("content")
         return Placed({**original, "content": new if isinstance(new, str) else _text(views[0])}, [], [])
     keyed: list[tuple[float, int, Any]] = []
-    made_by_k = {view[ORIGIN][1]: view for view in made}
+    made_by_k = {view[WIRE_KEY][ORIGIN][1]: view for view in made}
     for view in views:
-        k = view[ORIGIN][1]
+        k = view[WIRE_KEY][ORIGIN][1]
         if k != REST:
             keyed.append((k, 0, _tool_result(content[k], view, made_by_k.get(k))))
         else:
@@ -335,17 +345,17 @@ def _keep_latest_turn(parsed: MessagesParsed, messages: list[Message]) -> list[M
     latest = next((i for i in range(len(originals) - 1, -1, -1) if originals[i].get("role") == "assistant"), None)
     if latest is None:
         return messages
-    turn = next(view for view in parsed.views[latest] if view[ORIGIN][1] == REST)
+    turn = next(view for view in parsed.views[latest] if view[WIRE_KEY][ORIGIN][1] == REST)
     if any(message is turn for message in messages):
         return messages
     ids = {call.get("id") for call in tool_calls_of(turn)}
     following = parsed.views[latest + 1] if latest + 1 < len(originals) else ()
     results = [view for view in following if view.get("tool_call_id") in ids]
-    present = {tuple(m[ORIGIN]) for m in messages if isinstance(m.get(ORIGIN), list)}
-    missing = [view for view in results if tuple(view[ORIGIN]) not in present]
-    kept = [m for m in messages if m.get(ORIGIN) != [latest, REST]]
+    present = {tuple(origin) for m in messages if (origin := _origin(m)) is not None}
+    missing = [view for view in results if tuple(view[WIRE_KEY][ORIGIN]) not in present]
+    kept = [m for m in messages if _origin(m) != [latest, REST]]
     at = next(
-        (n for n, m in enumerate(kept) if isinstance(m.get(ORIGIN), list) and m[ORIGIN][0] > latest),
+        (n for n, m in enumerate(kept) if (origin := _origin(m)) is not None and origin[0] > latest),
         len(kept),
     )
     return [*kept[:at], turn, *missing, *kept[at:]]

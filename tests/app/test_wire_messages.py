@@ -11,6 +11,7 @@ from app.errors import ApiError
 from app.wire import AnthropicMessages
 from app.wire.messages import CARRIED, MessagesParsed
 from strategies import Message, TokenCounter
+from strategies.messages import WIRE_KEY
 
 WIRE = AnthropicMessages()
 EPHEMERAL = {"type": "ephemeral"}
@@ -65,7 +66,7 @@ def test_the_view_pairs_tool_uses_and_results_and_pins_the_system() -> None:
     assert view[2]["tool_calls"][0]["function"] == {"name": "read", "arguments": '{"path":"a.py"}'}
     assert view[3]["tool_call_id"] == "t1" and view[3]["content"] == "A" * 50
     assert view[4]["content"] == [text("note")]  # what the user said after the results
-    assert view[2][CARRIED] == "look"  # counted as the model reads it, never rewritten
+    assert view[2][WIRE_KEY][CARRIED] == "look"  # counted as the model reads it, never rewritten
 
 
 def test_rendering_the_view_as_parsed_gives_the_body_back() -> None:
@@ -148,7 +149,10 @@ def test_tool_definitions_and_thinking_are_counted() -> None:
     counter = TokenCounter()
     assert counter.count_tools(parsed.request["tools"], "claude-sonnet-4-5") > 0
     with_thinking = counter.count_message(parsed.messages[2], "claude-sonnet-4-5")
-    without = counter.count_message({k: v for k, v in parsed.messages[2].items() if k != CARRIED}, "claude-sonnet-4-5")
+    view = parsed.messages[2]
+    without = counter.count_message(
+        {**view, WIRE_KEY: {k: v for k, v in view[WIRE_KEY].items() if k != CARRIED}}, "claude-sonnet-4-5"
+    )
     assert with_thinking > without
 
 
