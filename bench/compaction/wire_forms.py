@@ -255,7 +255,25 @@ def messages_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str
     breakpoints = _breakpoints(after)
     if breakpoints > MAX_BREAKPOINTS:
         problems.append(f"{breakpoints} cache breakpoints")
+    if _ttls_in_order(before) and not _ttls_in_order(after):
+        problems.append("a 1-hour breakpoint after a 5-minute one")
     return problems
+
+
+def _ttls_in_order(body: dict[str, Any]) -> bool:
+    """The API's rule: in request order (tools, system, messages), every 1-hour breakpoint before any 5-minute one."""
+    controls = [
+        b.get("cache_control")
+        for group in (body.get("tools"), body.get("system"))
+        if isinstance(group, list)
+        for b in group
+        if isinstance(b, dict)
+    ]
+    for message in body.get("messages", []):
+        content = message.get("content")
+        controls += [marker(b) for b in content] if isinstance(content, list) else []
+    hours = [isinstance(c, dict) and c.get("ttl") == "1h" for c in controls if c is not None]
+    return hours == sorted(hours, reverse=True)
 
 
 def _kept_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

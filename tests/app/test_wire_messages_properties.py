@@ -42,12 +42,15 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
     messages = body["messages"]
     blocks = [(i, k) for i, m in enumerate(messages) for k in range(len(m["content"]))]
     breakpoints = 0  # the client's own: at most 2 more than system's and the last block's, 4 in all
-    for i, k in draw(st.lists(st.sampled_from(blocks), max_size=3, unique=True)) if blocks else []:
+    # Either TTL, 1-hour ones first in request order as the API requires (system's, if any, is 1-hour).
+    hours = draw(st.integers(0, 2))
+    for i, k in sorted(draw(st.lists(st.sampled_from(blocks), max_size=3, unique=True))) if blocks else []:
         kind = draw(st.sampled_from(["unknown", "redacted", "image", "breakpoint"]))
         block = messages[i]["content"][k]
         if kind == "breakpoint" and block["type"] in CACHEABLE and breakpoints < 2 and "cache_control" not in block:
             breakpoints += 1
-            messages[i]["content"][k] = {**block, "cache_control": {"type": "ephemeral", "ttl": "5m"}}
+            ttl = "1h" if breakpoints <= hours else "5m"
+            messages[i]["content"][k] = {**block, "cache_control": {"type": "ephemeral", "ttl": ttl}}
         elif kind == "redacted" and messages[i]["role"] == "assistant":
             messages[i]["content"].insert(0, REDACTED)
         elif kind != "breakpoint" and block["type"] not in ("tool_result",):
