@@ -29,7 +29,7 @@ def _answers_a_tool(payload: dict[str, Any]) -> bool:
 def message(payload: dict[str, Any]) -> dict[str, Any]:
     """The answer to a request: it says how many messages it saw, so a test can tell what arrived."""
     seen = len(payload.get("messages") or [])
-    thinking = f"I have {seen} messages to go on."
+    thinking = f"I have {seen} messages to go on — déjà vu? ✓"  # not ASCII: the stream carries it as UTF-8
     content: list[dict[str, Any]] = [{"type": "thinking", "thinking": thinking, "signature": signature(thinking)}]
     tools = [t for t in payload.get("tools") or [] if isinstance(t, dict) and "name" in t]
     if tools and not _answers_a_tool(payload):
@@ -53,7 +53,14 @@ def message(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+    # As the API sends it: text in UTF-8, not escaped.
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data}, ensure_ascii=False)}\n\n".encode()
+
+
+def cut(events: list[bytes], size: int) -> list[bytes]:
+    """The stream in chunks of `size` bytes, whatever falls where: events, lines and characters split across them."""
+    stream = b"".join(events)
+    return [stream[i : i + size] for i in range(0, len(stream), size)]
 
 
 def message_events(answer: dict[str, Any]) -> list[bytes]:

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench.notes.stand_in import digest
-from tests.support.messages_upstream import MESSAGES_HEADERS, message, message_events
+from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -168,6 +168,8 @@ class StandInUpstream:
         self.answer_gate = threading.Event()
         # Streams send this many chunks, then the connection is closed mid-stream; None: streams complete.
         self.break_stream_after: int | None = None
+        # A Messages stream goes in chunks of this many bytes (messages_upstream.cut); None: an event a chunk.
+        self.stream_chunk_bytes: int | None = None
         # Set when a request's body did not arrive whole (the sender gave up on it).
         self.request_abandoned = threading.Event()
         # Summariser calls (marked X-Compaction-Internal: summariser) are answered apart from the rest: with
@@ -195,6 +197,7 @@ class StandInUpstream:
         self.stream_abandoned.clear()
         self.answer_gate.set()
         self.break_stream_after = None
+        self.stream_chunk_bytes = None
         self.request_abandoned.clear()
         self.summariser_calls.clear()
         self.summariser_status = 200
@@ -288,6 +291,8 @@ class StandInUpstream:
         if not payload.get("stream"):
             return JSONResponse(answer, headers=MESSAGES_HEADERS)
         events = message_events(answer)
+        if self.stream_chunk_bytes is not None:
+            events = cut(events, self.stream_chunk_bytes)
         if self.break_stream_after is not None:
             return BrokenStream(events[: self.break_stream_after], MESSAGES_HEADERS)
         return StreamingResponse(self.stream(events), media_type="text/event-stream", headers=MESSAGES_HEADERS)

@@ -72,6 +72,19 @@ def test_a_long_session_is_compacted_with_pairs_thinking_and_breakpoints_intact(
     assert upstream.last().query == "beta=true"
 
 
+def test_the_1m_context_beta_lets_the_same_session_go_whole(
+    client: anthropic.Anthropic, upstream: StandInUpstream
+) -> None:
+    body = agent_body(200, output_chars=4000)  # over 200k tokens, under 1M
+    window = {"X-Compaction-Strategies": "window"}  # what drops whole turns once a request outgrows the window
+    raw = client.beta.messages.with_raw_response.create(**body, betas=BETAS.split(","), extra_headers=window)
+    assert int(raw.headers["x-compaction-tokens-after"]) > 200_000
+    assert upstream.last().json()["messages"] == body["messages"]
+    without = [beta for beta in BETAS.split(",") if not beta.startswith("context-1m")]
+    client.beta.messages.create(**body, betas=without, extra_headers=window)
+    assert len(upstream.last().json()["messages"]) < len(body["messages"])
+
+
 def test_headers_go_as_sent_and_the_proxys_own_do_not(client: anthropic.Anthropic, upstream: StandInUpstream) -> None:
     client.beta.messages.create(
         model="claude-sonnet-4-5",
@@ -103,6 +116,45 @@ def test_streaming_relays_thinking_signature_and_text(client: anthropic.Anthropi
     assert thinking.type == "thinking" and thinking.signature == signature(thinking.thinking)
     assert final.content[-1].type == "text" and final.content[-1].text == "seen 7 messages"
     assert upstream.last().json()["messages"] == body["messages"]  # nothing to compact: as it came
+
+
+def test_a_long_session_streamed_is_compacted_with_pairs_thinking_and_breakpoints_intact(
+    client: anthropic.Anthropic, upstream: StandInUpstream
+) -> None:
+    body = agent_body(200, output_chars=4000)
+    betas = [beta for beta in BETAS.split(",") if not beta.startswith("context-1m")]  # the 200k window
+    with client.beta.messages.stream(
+        **body,
+        betas=betas,
+        extra_headers={"X-Compaction-Strategies": "minify,dedupe,window"},
+        extra_query={"beta": "true"},
+    ) as stream:
+        final = stream.get_final_message()
+        headers = stream.response.headers
+
+    sent = upstream.last().json()
+    assert int(headers["x-compaction-tokens-before"]) > int(headers["x-compaction-tokens-after"])
+    assert len(sent["messages"]) < len(body["messages"]) and sent["stream"] is True
+    assert messages_problems(body, sent) == []  # pairs, thinking as it came, the latest turn whole, <= 4 breakpoints
+    assert set(thinking_blocks(sent)) <= set(thinking_blocks(body))
+    assert upstream.last().headers["anthropic-beta"] == ",".join(betas) and upstream.last().query == "beta=true"
+    thinking = final.content[0]  # the answer's own thinking, streamed as thinking_delta and signature_delta
+    assert thinking.type == "thinking" and thinking.signature == signature(thinking.thinking)
+    assert final.content[-1].type == "text" and final.content[-1].text == f"seen {len(sent['messages'])} messages"
+
+
+def test_a_stream_cut_mid_character_is_relayed_byte_for_byte(
+    client: anthropic.Anthropic, proxy: LoopbackServer, upstream: StandInUpstream
+) -> None:
+    upstream.stream_chunk_bytes = 1  # every multibyte character split across chunks
+    body = {**agent_body(2, output_chars=50), "stream": True}
+    direct = httpx.post(f"{upstream.url}/v1/messages", json=body)  # type: ignore[attr-defined]
+    via_proxy = httpx.post(f"{proxy.url}/v1/messages", json=body)
+    assert via_proxy.content == direct.content and "déjà vu? ✓".encode() in via_proxy.content
+    with client.messages.stream(**agent_body(2, output_chars=50)) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].type == "thinking" and final.content[0].thinking.endswith("déjà vu? ✓")
+    assert final.content[0].signature == signature(final.content[0].thinking)
 
 
 def test_stream_bytes_are_relayed_unchanged(proxy: LoopbackServer, upstream: StandInUpstream) -> None:
