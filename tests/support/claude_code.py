@@ -4,8 +4,9 @@ stand-in and the proxy on it, runs `claude -p` in an empty home and project, and
 
 The stand-in plays the model as the API would: every answer opens with a signed thinking block, and it refuses (400,
 as the API does) a request whose thinking blocks are not the ones it signed, whose tool results answer no tool use
-of the turn before, or whose tool uses have no result. For ROUNDS turns it asks for a Bash call whose output is
-several thousand tokens, so the history grows past the window the proxy is given for the model; then it answers.
+of the turn before, whose tool uses have no result, or that carries more than 4 cache_control breakpoints. For
+ROUNDS turns it asks for a Bash call whose output is several thousand tokens, so the history grows past the window
+the proxy is given for the model; then it answers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app import Settings, create_app
+from app.wire.cache_control import MAX_BREAKPOINTS, marker
 from tests.support.messages_upstream import message_events, signature
 from tests.support.servers import LoopbackServer
 
@@ -49,7 +51,16 @@ def _problems(payload: dict[str, Any]) -> list[str]:
                 problems.append(f"messages.{index}: a thinking block with a signature not its own")
         if message.get("role") != "system":
             open_uses = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    if breakpoints(payload) > MAX_BREAKPOINTS:
+        problems.append(f"{breakpoints(payload)} cache_control blocks: at most {MAX_BREAKPOINTS}")
     return problems
+
+
+def breakpoints(payload: dict[str, Any]) -> int:
+    """The request's cache_control markers: on tools, system blocks and message blocks (tool results' too)."""
+    groups = [payload.get("tools"), payload.get("system")]
+    groups += [m.get("content") for m in payload.get("messages", []) if isinstance(m, dict)]
+    return sum(1 for group in groups if isinstance(group, list) for block in group if marker(block) is not None)
 
 
 class ScriptedModel:
@@ -82,6 +93,9 @@ class ScriptedModel:
                 "path": request.url.path,
                 "query": request.url.query,
                 "beta": request.headers.get("anthropic-beta", ""),
+                "x_api_key": request.headers.get("x-api-key"),
+                "anthropic_version": request.headers.get("anthropic-version"),
+                "proxy_headers": [name for name in request.headers if name.lower().startswith("x-compaction-")],
                 "messages": len(payload.get("messages", [])),
                 "tool_results": results,
                 "thinking_blocks": thinking_blocks,
@@ -89,6 +103,7 @@ class ScriptedModel:
                 "thinking": payload.get("thinking"),
                 "stream": payload.get("stream"),
                 "problems": problems,
+                "breakpoints": breakpoints(payload),
             }
         )
         if problems:

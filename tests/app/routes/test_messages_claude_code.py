@@ -45,6 +45,11 @@ def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> Non
     loop = [r for r in report["requests"] if r["tools"]]
     assert len(loop) == ROUNDS + 1  # every round asked for and the answer, none refused or retried
     assert all(r["problems"] == [] for r in report["requests"])
+    assert all(r["breakpoints"] == 3 for r in loop)
+    assert all(r["x_api_key"] == "sk-ant-test" and r["anthropic_version"] == "2023-06-01" for r in loop)
+    assert all(
+        r["beta"].startswith("claude-code-20250219,") and r["proxy_headers"] == [] for r in loop
+    )  # Claude Code's three (system[1], system[2], the last block)
     assert all(r["stream"] and r["thinking"] and r["query"] == "beta=true" for r in loop)
     # Round n's request holds n results when whole: fewer, once the history outgrew the window, is the compaction.
     assert any(r["tool_results"] < n for n, r in enumerate(loop))
