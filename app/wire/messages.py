@@ -19,7 +19,7 @@ shorten.
 Render: a message whose views all came back unchanged is the original object, so it is written back as it came; a
 changed one is rebuilt from its original, block by block, in the original order (tool results merged back into
 their user message); cache_control.py has the breakpoint rule. Settle, before the result is counted: the latest
-assistant turn is kept whole.
+assistant turn, and the one holding the latest `compaction` block (server compaction), are kept whole.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ CARRIED = "text"  # in WIRE_KEY too: what the token counter counts as unseen tex
 SYSTEM = -1
 REST = -1  # the block index of a view that holds the rest of a message, not one tool result
 THINKING = frozenset({"thinking", "redacted_thinking"})
+COMPACTION = "compaction"  # the block Anthropic's server compaction (compact_20260112) answers with
 # The anthropic-beta value that opts into a model's 1M-token window (the model table's extended_context_window).
 CONTEXT_1M = "context-1m-"
 ROLES = frozenset({"user", "assistant", "system"})
@@ -112,11 +113,11 @@ class AnthropicMessages:
         made = {id(view) for views in parsed.views for view in views}
         # An assistant turn a strategy left with only its thinking (its tool uses dropped) says nothing: it goes.
         kept = [m for m in messages if id(m) in made or not _only_thinking(m)]
-        return _keep_latest_turn(parsed, messages if len(kept) == len(messages) else kept)
+        return _keep_whole_turns(parsed, messages if len(kept) == len(messages) else kept)
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         assert isinstance(parsed, MessagesParsed), "render takes what this format's parse gave"
-        messages = _keep_latest_turn(parsed, messages)  # settled already by the Compactor; cheap if so
+        messages = _keep_whole_turns(parsed, messages)  # settled already by the Compactor; cheap if so
         system = parsed.body.get("system")
         placed: list[Placed] = []
         if isinstance(system, list):
@@ -336,26 +337,39 @@ def _tool_use(original: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
     return {**original, "input": new} if isinstance(new, dict) else original
 
 
-def _keep_latest_turn(parsed: MessagesParsed, messages: list[Message]) -> list[Message]:
-    """The latest assistant turn whole: its blocks as they came and every tool use of it with its result, back in
-    place if a strategy changed or dropped them. With thinking on, the API wants the turn a tool loop continues from
-    exactly as the model wrote it (signed thinking first), so no strategy may touch it.
+def _keep_whole_turns(parsed: MessagesParsed, messages: list[Message]) -> list[Message]:
+    """The assistant turns that must go as they came, with every tool use of them answered, back in place if a
+    strategy changed or dropped them:
+    - the latest one: with thinking on, the API wants the turn a tool loop continues from exactly as the model wrote
+      it (signed thinking first), so no strategy may touch it;
+    - the one holding the latest `compaction` block (Anthropic's compact_20260112): the server reads the
+      conversation before it from that block alone, so dropping it would lose all of that.
     """
     originals = parsed.body["messages"]
-    latest = next((i for i in range(len(originals) - 1, -1, -1) if originals[i].get("role") == "assistant"), None)
-    if latest is None:
-        return messages
-    turn = next(view for view in parsed.views[latest] if view[WIRE_KEY][ORIGIN][1] == REST)
+    assistant = [i for i, m in enumerate(originals) if m.get("role") == "assistant"]
+    compacted = [i for i in assistant if any(b.get("type") == COMPACTION for b in _content_blocks(originals[i]))]
+    for index in sorted({*assistant[-1:], *compacted[-1:]}):
+        messages = _keep_turn(parsed, messages, index)
+    return messages
+
+
+def _content_blocks(message: Any) -> list[dict[str, Any]]:
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _keep_turn(parsed: MessagesParsed, messages: list[Message], index: int) -> list[Message]:
+    turn = next(view for view in parsed.views[index] if view[WIRE_KEY][ORIGIN][1] == REST)
     if any(message is turn for message in messages):
         return messages
     ids = {call.get("id") for call in tool_calls_of(turn)}
-    following = parsed.views[latest + 1] if latest + 1 < len(originals) else ()
+    following = parsed.views[index + 1] if index + 1 < len(parsed.views) else ()
     results = [view for view in following if view.get("tool_call_id") in ids]
     present = {tuple(origin) for m in messages if (origin := _origin(m)) is not None}
     missing = [view for view in results if tuple(view[WIRE_KEY][ORIGIN]) not in present]
-    kept = [m for m in messages if _origin(m) != [latest, REST]]
+    kept = [m for m in messages if _origin(m) != [index, REST]]
     at = next(
-        (n for n, m in enumerate(kept) if (origin := _origin(m)) is not None and origin[0] > latest),
+        (n for n, m in enumerate(kept) if (origin := _origin(m)) is not None and origin[0] > index),
         len(kept),
     )
     return [*kept[:at], turn, *missing, *kept[at:]]

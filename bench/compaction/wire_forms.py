@@ -291,9 +291,17 @@ def _kept_problems(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     latest = next((m for m in reversed(originals) if m.get("role") == "assistant"), None)
     if latest is not None and not any(bare_run(latest) in run for run in runs):
         problems.append("the latest assistant turn is not whole")
+    compactions = [b for m in originals for b in _content(m) if b.get("type") == "compaction"]
+    if compactions and _key(compactions[-1]) not in {_key(b) for m in sent for b in _content(m)}:
+        problems.append("the latest compaction block is gone")
     if originals and sent and not runs[0].startswith(bare_run(originals[0])):
         problems.append("the first message changed")
     return problems
+
+
+def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def bare_run(message: dict[str, Any]) -> bytes:

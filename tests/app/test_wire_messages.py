@@ -10,6 +10,7 @@ import pytest
 from app.errors import ApiError
 from app.wire import AnthropicMessages
 from app.wire.messages import CARRIED, MessagesParsed
+from bench.compaction.wire_forms import messages_problems
 from strategies import Message, TokenCounter
 from strategies.messages import WIRE_KEY
 
@@ -127,6 +128,27 @@ def test_the_latest_assistant_turn_is_kept_whole() -> None:
     view[-1] = {**view[-1], "tool_calls": [], "content": []}  # a strategy stripped the latest turn
     sent = render(parsed, view)
     assert sent["messages"][-2:] == session()["messages"][-2:]
+
+
+def test_the_turn_holding_the_latest_server_compaction_is_kept_whole() -> None:
+    # compact_20260112: the server reads everything before the latest compaction block from that block alone.
+    body = session()
+    summary = {"type": "compaction", "content": "The user asked to fix a bug; a.py was read."}
+    body["messages"][1]["content"] = [summary, *body["messages"][1]["content"]]
+    body["context_management"] = {"edits": [{"type": "compact_20260112"}]}
+    parsed = parse(body)
+    view = [
+        m
+        for m in parsed.messages
+        if m.get("tool_call_id") != "t1" and not m.get("tool_calls", [{}])[0].get("id") == "t1"
+    ]
+    assert len(view) == len(parsed.messages) - 2  # a strategy dropped the t1 pair
+    sent = render(parsed, WIRE.settle(parsed, view))
+    assert sent["messages"][1] == body["messages"][1]  # back, whole, with its result
+    assert sent["messages"][2]["content"][0] == body["messages"][2]["content"][0]
+    assert sent["context_management"] == body["context_management"]
+    assert messages_problems(body, sent) == []
+    assert messages_problems(body, render(parsed, view)) == []  # render settles too
 
 
 def test_unknown_blocks_and_fields_pass_untouched() -> None:

@@ -36,7 +36,8 @@ IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png"
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, Any]:
     """A chat conversation in Claude Code's Messages shape, with what else such bodies carry: a system message inside
-    `messages`, redacted thinking, images, blocks of types unknown here, breakpoints with either TTL anywhere.
+    `messages`, redacted thinking, server compaction blocks, images, blocks of types unknown here, breakpoints with
+    either TTL anywhere.
     """
     body: dict[str, Any] = json.loads(messages_body(draw(conversations()), {"model": "claude-sonnet-4-5"}))
     messages = body["messages"]
@@ -45,7 +46,7 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
     # Either TTL, 1-hour ones first in request order as the API requires (system's, if any, is 1-hour).
     hours = draw(st.integers(0, 2))
     for i, k in sorted(draw(st.lists(st.sampled_from(blocks), max_size=3, unique=True))) if blocks else []:
-        kind = draw(st.sampled_from(["unknown", "redacted", "image", "breakpoint"]))
+        kind = draw(st.sampled_from(["unknown", "redacted", "image", "breakpoint", "compaction"]))
         block = messages[i]["content"][k]
         if kind == "breakpoint" and block["type"] in CACHEABLE and breakpoints < 2 and "cache_control" not in block:
             breakpoints += 1
@@ -53,7 +54,9 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
             messages[i]["content"][k] = {**block, "cache_control": {"type": "ephemeral", "ttl": ttl}}
         elif kind == "redacted" and messages[i]["role"] == "assistant":
             messages[i]["content"].insert(0, REDACTED)
-        elif kind != "breakpoint" and block["type"] not in ("tool_result",):
+        elif kind == "compaction" and messages[i]["role"] == "assistant":  # server compaction's summary
+            messages[i]["content"].insert(0, {"type": "compaction", "content": f"Summary up to message {i}."})
+        elif kind in ("unknown", "image") and block["type"] not in ("tool_result",):
             messages[i]["content"].insert(k + 1, UNKNOWN if kind == "unknown" else IMAGE)
     if draw(st.booleans()) and "system" in body:
         body["system"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
