@@ -70,6 +70,14 @@ class Compacted:
         return headers
 
 
+def settled(wire: WireFormat, parsed: Parsed, result: ChainResult, ctx: Context) -> ChainResult:
+    """The chain's result with what the format must send put back (WireFormat.settle), counted as it will go."""
+    messages = wire.settle(parsed, result.messages)
+    if messages is result.messages:
+        return result
+    return replace(result, messages=messages, tokens_after=ctx.count_request(messages))
+
+
 def _unchanged(before: list[Any], after: list[Any]) -> bool:
     return after is before or (len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)))
 
@@ -195,7 +203,7 @@ class Compactor:
             model=parsed.model,
             tokens=self.counter,
             request=parsed.request,
-            limits=self.models.lookup(parsed.model),
+            limits=self.models.lookup(parsed.model, parsed.extended_context),
             summariser=notes.summariser if notes else None,
             notes_cache=notes.cache if notes else None,
             memo=self.memo,
@@ -234,7 +242,20 @@ class Compactor:
         messages = reversible.forwarded if reversible is not None else parsed.messages
         try:
             # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
-            result = chain.run(messages, ctx, trace=True)
+            result = settled(wire, parsed, chain.run(messages, ctx, trace=True), ctx)
+            # Rendering fails open like a strategy: a bug in writing the body back must not cost the user their
+            # request.
+            expansion = None
+            if reversible is not None and any(
+                reversible.originals.resolve(ref) is not None for ref in stub_refs(result.messages)
+            ):
+                expansion = replace(reversible, forwarded=result.messages)
+                body = wire.render(expansion.offered, result.messages)
+            elif _unchanged(parsed.messages, result.messages):
+                # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
+                body = raw
+            else:
+                body = wire.render(parsed, result.messages)
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise
@@ -250,17 +271,8 @@ class Compactor:
                     type="server_error",
                     code="compaction_failed",
                 ) from None
-            # Fail open: a strategy bug must not cost the user their request.
+            # Fail open: a bug in a strategy, in settling or in rendering must not cost the user their request.
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
-        if reversible is not None:
-            originals = reversible.originals
-            if any(originals.resolve(ref) is not None for ref in stub_refs(result.messages)):
-                expansion = replace(reversible, forwarded=result.messages)
-                body = wire.render(expansion.offered, result.messages)
-                return Compacted(body, chain, result, result.fallback, expansion=expansion)
-        if _unchanged(parsed.messages, result.messages):
-            # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
-            return Compacted(raw, chain, result, fallback=result.fallback)
-        return Compacted(wire.render(parsed, result.messages), chain, result, result.fallback)
+        return Compacted(body, chain, result, fallback=result.fallback, expansion=expansion)

@@ -25,7 +25,7 @@ from .notes_cache import CacheError
 from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
-from .routes import chat, health, passthrough, responses, strategies
+from .routes import chat, health, messages, passthrough, responses, strategies
 from .services import Services, authenticate
 from .settings import Settings
 from .upstream import Upstream
@@ -122,6 +122,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
     app.include_router(responses.router, dependencies=guarded)
+    app.include_router(messages.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
     app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)

@@ -56,8 +56,8 @@ class Metrics:
         )
         self.tokens = Counter(
             "compaction_proxy_prompt_tokens",
-            "Prompt tokens before and after compaction (stage=before|after), by wire format (wire=chat.completions, "
-            "responses).",
+            "Prompt tokens of compacted requests before and after compaction (stage=before|after), by wire format "
+            "(wire=chat.completions|responses|messages).",
             ["wire", "stage"],
             registry=r,
         )
@@ -111,7 +111,8 @@ class Metrics:
         )
         self.tokens_removed = Counter(
             "compaction_proxy_tokens_removed",
-            "Prompt tokens compaction removed (before - after, never below 0 per request), by wire format.",
+            "Prompt tokens compaction removed from compacted requests (before - after, never below 0 per request), by "
+            "wire format.",
             ["wire"],
             registry=r,
         )

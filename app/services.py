@@ -36,6 +36,6 @@ def services(connection: HTTPConnection) -> Services:
 
 async def authenticate(connection: HTTPConnection) -> None:
     """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact, a WebSocket too
-    (its handshake is then refused with the error).
+    (its handshake is then refused with the error). The key is the Bearer token or Anthropic's x-api-key.
     """
-    services(connection).keys.check(connection.headers.get("authorization"))
+    services(connection).keys.check(connection.headers.get("authorization"), connection.headers.get("x-api-key"))

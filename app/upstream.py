@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
-from .auth import Keys
+from .auth import Api, Keys
 from .errors import ApiError
 from .headers import RawHeaders, client_response_headers
 from .metrics import Metrics
@@ -23,12 +23,15 @@ _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 
 class Upstream:
-    """Sends requests to `{upstream_base_url}/{path}`. The base URL is fixed by configuration: no request
-    can choose where it is forwarded, so the proxy is never an open relay.
+    """Sends requests to `{upstream_base_url}/{path}`, or Anthropic's `{anthropic_base_url}/v1/{path}`. The base
+    URLs are fixed by configuration: no request can choose where it is forwarded, so the proxy is never an open relay.
     """
 
     def __init__(self, settings: Settings, keys: Keys, metrics: Metrics) -> None:
-        self.base_url = settings.upstream_base_url
+        self.base_urls: dict[Api, str] = {
+            "openai": settings.upstream_base_url,
+            "anthropic": f"{settings.anthropic_base_url}/v1",
+        }
         self.keys = keys
         self.metrics = metrics
         self.client = httpx.AsyncClient(
@@ -56,13 +59,14 @@ class Upstream:
         query: str = "",
         headers: RawHeaders,
         content: bytes | AsyncIterator[bytes] | None,
+        api: Api = "openai",
     ) -> httpx.Response:
-        """Send a request and return the response with its body not yet read.
+        """Send a request to that upstream and return the response with its body not yet read.
 
-        The Authorization sent is the one the key mode calls for (see auth.Keys), whatever the route passed.
+        The credentials sent are the ones the key mode calls for (see auth.Keys), whatever the route passed.
         """
-        url = f"{self.base_url}/{path}" + (f"?{query}" if query else "")
-        request = self.client.build_request(method, url, headers=self.keys.outgoing(headers), content=content)
+        url = f"{self.base_urls[api]}/{path}" + (f"?{query}" if query else "")
+        request = self.client.build_request(method, url, headers=self.keys.outgoing(headers, api), content=content)
         try:
             return await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:

@@ -14,6 +14,9 @@ class ModelLimits(BaseModel):
 
     context_window: int = Field(gt=0, description="Tokens the model reads and writes in one request.")
     max_output: int = Field(gt=0, description="Most tokens the model writes in one answer.")
+    extended_context_window: int | None = Field(
+        None, gt=0, description="The window when the request opts into a longer one (Anthropic's context-1m beta)."
+    )
 
 
 DEFAULT_LIMITS = ModelLimits(context_window=128_000, max_output=16_384)
@@ -44,9 +47,9 @@ class ModelTable:
         entries = {name: ModelLimits(**limits) for name, limits in data["models"].items()}
         return cls({**entries, **(overrides or {})}, default)
 
-    def lookup(self, model: str) -> ModelLimits:
-        name = normalise(model)
-        for prefix in self._prefixes:
-            if name.startswith(prefix):
-                return self._entries[prefix]
-        return self.default
+    def lookup(self, model: str, extended: bool = False) -> ModelLimits:
+        """extended: the request opts into the model's longer window, where it has one."""
+        limits = next((self._entries[p] for p in self._prefixes if normalise(model).startswith(p)), self.default)
+        if extended and limits.extended_context_window:
+            return limits.model_copy(update={"context_window": limits.extended_context_window})
+        return limits

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from app.expansion.chat import TOOL as EXPAND_TOOL
 from app.expansion.rounds import Round, round_messages, with_rounds
 from strategies import (
@@ -38,7 +40,15 @@ from strategies.refs import Originals, stub_refs
 from .agent import expand_limits, read_behind_refs
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
-from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
+from .prompt_cache import (
+    BreakpointCache,
+    BreakpointHit,
+    CacheHit,
+    ConversationCache,
+    MessageTokens,
+    billed_anthropic,
+    billed_openai,
+)
 from .visibility import Needs, Seen, conversation_needs
 from .wire_forms import FORMS, WireForm
 
@@ -75,7 +85,10 @@ class ChainRun:
     re_expansions: int = 0  # rounds expanding a ref the conversation had expanded before
     tool_changes: int = 0  # requests whose tools differ from the request before's (the expand tool came or went)
 
-    def add(self, before: int, after: int, hit: CacheHit, window: int) -> None:
+    def add(self, before: int, after: int, hit: CacheHit, window: int, anthropic: BreakpointHit | None = None) -> None:
+        """anthropic: the request priced by Anthropic's breakpoint rules (the Messages form); else by the chat
+        form's model of them.
+        """
         self.requests += 1
         self.tokens_before += before
         self.tokens_after += after
@@ -85,7 +98,7 @@ class ChainRun:
         self.over_window_after += after > window
         self.cached += hit.cached
         self.billed_openai += billed_openai(hit.prompt, hit.cached)
-        self.billed_anthropic += billed_anthropic(hit.prompt, hit.cached)
+        self.billed_anthropic += anthropic.billed() if anthropic else billed_anthropic(hit.prompt, hit.cached)
 
     def add_round(self, hit: CacheHit) -> None:
         self.rounds += 1
@@ -102,14 +115,15 @@ class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
     def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
-        """form: the wire format each request is sent in (wire_forms.FORMS)."""
-        self.model = model
+        """form: the wire format each request is sent in (wire_forms.FORMS), and priced as its provider caches it."""
         self.form = form
+        self.model = model
         self.limits = limits
         self.registry = registry
         self.max_rounds, self.max_chars = expand_limits()
         self.encodings = Encodings()
-        self.tokens = MessageTokens(self.encodings.get(encoding_for_model(model)))
+        self.encoding = self.encodings.get(encoding_for_model(model))
+        self.tokens = MessageTokens(self.encoding)
         # What each request needs to see depends on the conversation only: found once, used by every chain.
         self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
 
@@ -158,11 +172,12 @@ class Replayer:
         plain_head = counter.count_tools(tools, self.model)
         offered_head = counter.count_tools([*tools, EXPAND_TOOL], self.model)
         cache = ConversationCache(self.tokens, plain_head)
+        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.form.breakpoints else None
         prefixes = prefix_digests(message_digest(m) for m in messages) if chain.reversible else []
         remembered: list[Round] = []  # the expand rounds, as the proxy remembers them (app.expansion.memory)
         expanded: set[str] = set()
         ends = answered_at(messages)
-        last: list[bytes] = []
+        last = b""
         last_sent: list[Message] = []
         head = plain_head
         for end in ends:
@@ -170,10 +185,11 @@ class Replayer:
             originals = Originals(prefix)
             sent = with_rounds(prefix, prefixes, remembered, originals, self.max_chars) if remembered else prefix
             started = time.perf_counter()
-            result = self.form.run(chain, sent, request, context)
+            replayed = self.form.run(chain, sent, request, context)
+            result = replayed.result
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
-            for problem in compaction_problems(prefix, result.messages):
+            for problem in [*compaction_problems(replayed.seen, result.messages), *replayed.problems]:
                 out.problem(where, problem)
             # The proxy offers the expand tool while a stub's ref resolves (app.compaction).
             offered = chain.reversible and any(originals.resolve(r) for r in stub_refs(result.messages))
@@ -181,11 +197,14 @@ class Replayer:
             out.tool_changes += new_head != head and end != ends[0]
             head = new_head
             hit = cache.request(result.messages, head)
-            if hit.prompt != result.tokens_after + head - plain_head:
+            priced = breakpoints.request(orjson.loads(replayed.sent)) if breakpoints is not None else None
+            if priced is not None:
+                hit = CacheHit(priced.prompt, priced.read, priced.read)  # OpenAI's column: the same reads
+            elif hit.prompt != result.tokens_after + head - plain_head:
                 raise AssertionError(
                     f"{where}: cache model renders {hit.prompt} tokens, TokenCounter counts {result.tokens_after}"
                 )
-            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window)
+            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window, priced)
             need = needs.get(end, NOTHING)
             missing = out.seen.check(need, result.messages)
             if offered:
@@ -195,9 +214,8 @@ class Replayer:
                 out.series_tokens.append(result.tokens_after)
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
-                last, last_sent = [message_bytes(m) for m in result.messages], sent
-        again = self.form.run(chain, last_sent, request, context).messages if ends else []
-        if ends and [message_bytes(m) for m in again] != last:
+                last, last_sent = replayed.sent, sent
+        if ends and self.form.run(chain, last_sent, request, context).sent != last:
             out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")

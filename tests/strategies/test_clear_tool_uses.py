@@ -245,3 +245,11 @@ def test_growing_requests_keep_a_byte_identical_prefix_until_the_cleared_set_jum
         else:
             assert tokens - tokens_before >= p["clear_at_least"]  # and in steps worth a cache miss
         previous, cleared_before, tokens_before = out, count, tokens
+
+
+def test_a_request_that_asks_the_provider_to_clear_is_left_to_it(counter: TokenCounter) -> None:
+    messages = [user("task"), *[m for i in range(6) for m in (call(f"c{i}"), result(f"c{i}", "x" * 4000))]]
+    edits = {"edits": [{"type": "clear_thinking_20251015"}, {"type": "clear_tool_uses_20250919", "keep": 3}]}
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, request={"context_management": edits})
+    assert apply(ClearToolUses(ClearToolUsesParams(trigger=0, keep=1)), messages, ctx) == messages
+    assert ctx.details["provider_clears"] is True

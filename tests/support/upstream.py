@@ -1,4 +1,6 @@
-"""A stand-in for the OpenAI API that the tests own: answers JSON or SSE and records what it received."""
+"""A stand-in for the OpenAI API, and for Anthropic's Messages API under /v1/messages (tests.support.messages_upstream),
+that the tests own: answers JSON or SSE and records what it received.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench.notes.stand_in import digest
+from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -165,6 +168,8 @@ class StandInUpstream:
         self.answer_gate = threading.Event()
         # Streams send this many chunks, then the connection is closed mid-stream; None: streams complete.
         self.break_stream_after: int | None = None
+        # A Messages stream goes in chunks of this many bytes (messages_upstream.cut); None: an event a chunk.
+        self.stream_chunk_bytes: int | None = None
         # Set when a request's body did not arrive whole (the sender gave up on it).
         self.request_abandoned = threading.Event()
         # Summariser calls (marked X-Compaction-Internal: summariser) are answered apart from the rest: with
@@ -192,6 +197,7 @@ class StandInUpstream:
         self.stream_abandoned.clear()
         self.answer_gate.set()
         self.break_stream_after = None
+        self.stream_chunk_bytes = None
         self.request_abandoned.clear()
         self.summariser_calls.clear()
         self.summariser_status = 200
@@ -222,6 +228,10 @@ class StandInUpstream:
         path = request.url.path
         if path.endswith("/chat/completions") and request.method == "POST":
             return self.chat(json.loads(body))
+        if path == "/v1/messages" and request.method == "POST":
+            return self.messages(json.loads(body))
+        if path == "/v1/messages/count_tokens":
+            return JSONResponse({"input_tokens": len(body) // 4}, headers=MESSAGES_HEADERS)
         if path == "/v1/responses" and request.method == "POST":
             return self.responses(json.loads(body))
         if path.startswith("/v1/responses/"):
@@ -275,6 +285,17 @@ class StandInUpstream:
             "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
         }
         return JSONResponse(answer, headers=RESPONSE_HEADERS)
+
+    def messages(self, payload: dict[str, Any]) -> Response:
+        answer = message(payload)
+        if not payload.get("stream"):
+            return JSONResponse(answer, headers=MESSAGES_HEADERS)
+        events = message_events(answer)
+        if self.stream_chunk_bytes is not None:
+            events = cut(events, self.stream_chunk_bytes)
+        if self.break_stream_after is not None:
+            return BrokenStream(events[: self.break_stream_after], MESSAGES_HEADERS)
+        return StreamingResponse(self.stream(events), media_type="text/event-stream", headers=MESSAGES_HEADERS)
 
     def responses(self, payload: dict[str, Any]) -> Response:
         model = payload.get("model", "gpt-5")
