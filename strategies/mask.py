@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from .base import CHAIN, Applied, Params
-from .chain_syntax import ChainSyntaxError, parse_chain
+from .chain_syntax import fallback_chain
 from .context import Context
 from .conversation import call_name, find_pairs, message_text, with_message_text
 from .epochs import EpochStrategy, epoch_field, min_gain_field
@@ -41,13 +41,7 @@ class MaskParams(Params):
     @field_validator("fallback")
     @classmethod
     def _a_chain_without_masking(cls, value: str) -> str:
-        try:
-            specs = parse_chain(value)
-        except ChainSyntaxError as exc:
-            raise ValueError(str(exc)) from None
-        if any(spec.name == "mask" for spec in specs):
-            raise ValueError("the fallback chain must not contain mask itself")
-        return value
+        return fallback_chain(value, "mask")
 
 
 class Mask(EpochStrategy[MaskParams]):

@@ -87,6 +87,15 @@ def sdk(proxy: LoopbackServer, key: str = "sk-test-key") -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0)
 
 
+def ask(proxy: LoopbackServer) -> Any:
+    """The conversation, sent once through the openai SDK with the masking chain."""
+    return sdk(proxy).chat.completions.create(
+        model="gpt-4o",
+        messages=conversation(),  # type: ignore[arg-type]
+        extra_headers=HEADERS,
+    )
+
+
 def conversation() -> list[dict[str, Any]]:
     return agent_loop(6, 2000)  # six reads of 2,000 chars: mask(keep=1) stubs five
 
@@ -183,11 +192,7 @@ def test_a_ref_that_does_not_resolve_gets_a_tool_error_and_the_answer_still_come
         return Turn(calls=[expand_call("deadbeef00")])
 
     model.script = bad_ref
-    completion = sdk(proxy).chat.completions.create(
-        model="gpt-4o",
-        messages=conversation(),
-        extra_headers=HEADERS,  # type: ignore[arg-type]
-    )
+    completion = ask(proxy)
     assert completion.choices[0].message.content == "That ref was wrong."
     error = model.received[1]["messages"][-1]["content"]
     assert error.startswith('Error: no content with ref="deadbeef00" in this conversation.')
@@ -205,11 +210,7 @@ def test_bad_arguments_get_a_tool_error_never_a_crash(
         return Turn(text="ok") if answered else Turn(calls=[("call_x1", EXPAND_TOOL, arguments)])
 
     model.script = bad_call
-    completion = sdk(proxy).chat.completions.create(
-        model="gpt-4o",
-        messages=conversation(),
-        extra_headers=HEADERS,  # type: ignore[arg-type]
-    )
+    completion = ask(proxy)
     assert completion.choices[0].message.content == "ok"
     assert model.received[1]["messages"][-1]["content"].startswith("Error: ")
     assert len(json.dumps(model.received[1]["messages"][-2])) < 5000  # at most MAX_ARGUMENTS echoed back

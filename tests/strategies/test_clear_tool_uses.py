@@ -14,18 +14,7 @@ from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
 from strategies.conversation import is_tool_result, text_of
 from strategies.invariants import pairing_problems
 from strategies.messages import Message
-from tests.factories import (
-    agent_loop,
-    assistant,
-    call,
-    calls,
-    legacy_call,
-    legacy_result,
-    output,
-    parts,
-    result,
-    user,
-)
+from tests.factories import agent_loop, assistant, call, calls, legacy_call, legacy_result, output, parts, result, user
 from tests.strategies.generators import conversations
 from tests.strategies.harness import RecordingContext, apply, expand_hint, keeps_the_invariants, ref
 
