@@ -1,14 +1,17 @@
 """Who may use the proxy, and which key goes upstream.
 
-Passthrough (no api_keys): the client's own Authorization goes upstream untouched. Proxy keys
-(api_keys set): a client must present one of them as a Bearer token; its Authorization is then dropped
-and upstream_api_key, if any, is sent instead. Keys are never logged, echoed or forwarded elsewhere.
+Passthrough (no api_keys): the client's own Authorization (or x-api-key, Anthropic's header) goes upstream
+untouched. Proxy keys (api_keys set): a client must present one of them, as a Bearer token or as x-api-key; its
+credentials are then dropped and the key the proxy holds for that upstream, if any, is sent instead:
+upstream_api_key as a Bearer token to the OpenAI-compatible upstream, anthropic_api_key as x-api-key to Anthropic's.
+Keys are never logged, echoed or forwarded elsewhere.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Literal
 
 from .errors import ApiError
 from .headers import RawHeaders
@@ -17,6 +20,8 @@ from .settings import Settings
 # Separates these digests from any other SHA-256 of the same key (Keys compares keys by their plain digest).
 _SCOPE_DOMAIN = b"compaction-proxy client scope v1\x00"
 _CLIENT_CREDENTIALS = (b"authorization", b"x-api-key")
+# Which upstream a request goes to: the OpenAI-compatible one (upstream_base_url) or Anthropic's.
+Api = Literal["openai", "anthropic"]
 
 
 class OpenRelayError(ValueError):
@@ -48,33 +53,49 @@ class Keys:
         """Raises OpenRelayError for an upstream or summariser key without proxy keys, unless explicitly allowed."""
         self._accepted = [_digest(key.get_secret_value()) for key in settings.api_keys]
         upstream = settings.upstream_api_key.get_secret_value().strip()  # a stray newline from a secrets file
+        anthropic = settings.anthropic_api_key.get_secret_value().strip()
         if not self._accepted and not settings.allow_unauthenticated:
             _refuse_open_relay("upstream_api_key", upstream, "the upstream key")
+            _refuse_open_relay("anthropic_api_key", anthropic, "the Anthropic key")
             # Any request may ask for the notes strategy, and so for summariser calls made with this key.
             _refuse_open_relay(
                 "summariser_api_key", settings.summariser_api_key.get_secret_value().strip(), "the summariser key"
             )
-        self._upstream = f"Bearer {upstream}".encode() if upstream else None
-        # With keys of its own the proxy decides what goes upstream; otherwise the client does.
-        self._replace = bool(self._accepted or self._upstream)
+        # What each upstream gets in place of the client's credentials when the proxy holds a key for it.
+        self._upstream: dict[Api, tuple[bytes, bytes] | None] = {
+            "openai": (b"authorization", f"Bearer {upstream}".encode()) if upstream else None,
+            "anthropic": (b"x-api-key", anthropic.encode()) if anthropic else None,
+        }
 
-    def check(self, authorization: str | None) -> None:
-        """Raises a 401 ApiError unless `Authorization: Bearer <one of api_keys>` was sent (or none are set)."""
-        if not self._accepted:
-            return
-        token = _bearer_token(authorization)
-        if not token:
-            raise ApiError(
-                401,
-                "Missing API key: send one of the proxy's keys as 'Authorization: Bearer <key>'.",
-                code="missing_api_key",
-                headers={"www-authenticate": "Bearer"},
-            )
+    def _accepts(self, token: str) -> bool:
         presented = _digest(token)
         # Every configured key is compared, match or not, so timing does not tell which one was close.
         matched = False
         for accepted in self._accepted:
             matched |= hmac.compare_digest(presented, accepted)
+        return matched
+
+    def _presented(self, authorization: str | None, api_key: str | None) -> list[str]:
+        """The proxy keys a client may have sent: its Bearer token, its x-api-key."""
+        return [token for token in (_bearer_token(authorization), (api_key or "").strip()) if token]
+
+    def check(self, authorization: str | None, api_key: str | None = None) -> None:
+        """Raises a 401 ApiError unless one of api_keys was sent as `Authorization: Bearer <key>` or as
+        `x-api-key: <key>` (or none are set).
+        """
+        if not self._accepted:
+            return
+        presented = self._presented(authorization, api_key)
+        if not presented:
+            raise ApiError(
+                401,
+                "Missing API key: send one of the proxy's keys as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
+                code="missing_api_key",
+                headers={"www-authenticate": "Bearer"},
+            )
+        matched = False
+        for token in presented:
+            matched |= self._accepts(token)
         if not matched:
             raise ApiError(
                 401,
@@ -92,8 +113,10 @@ class Keys:
         sends neither: anonymous clients share one scope, as they share everything else.
         """
         if self._accepted:
-            authorization = next((v for n, v in headers if n.lower() == b"authorization"), b"")
-            parts = [b"proxy-key", _bearer_token(authorization.decode("latin-1")).encode("latin-1")]
+            found = {n.lower(): v.decode("latin-1") for n, v in headers if n.lower() in _CLIENT_CREDENTIALS}
+            presented = self._presented(found.get(b"authorization"), found.get(b"x-api-key"))
+            key = next((token for token in presented if self._accepts(token)), presented[0] if presented else "")
+            parts = [b"proxy-key", key.encode("latin-1")]
         else:
             parts = [n.lower() + b":" + v.strip() for n, v in headers if n.lower() in _CLIENT_CREDENTIALS]
             if not parts:
@@ -103,11 +126,13 @@ class Keys:
             scope.update(len(part).to_bytes(4, "big") + part)  # length-prefixed: no two lists run together alike
         return scope.digest()
 
-    def outgoing(self, headers: RawHeaders) -> RawHeaders:
-        """The request headers for upstream, with the Authorization this mode calls for."""
-        if not self._replace:
+    def outgoing(self, headers: RawHeaders, api: Api = "openai") -> RawHeaders:
+        """The request headers for that upstream, with the credentials this mode calls for."""
+        held = self._upstream[api]
+        # With keys of its own the proxy decides what goes upstream; otherwise the client does.
+        if not (self._accepted or held):
             return headers
-        out = [(name, value) for name, value in headers if name.lower() != b"authorization"]
-        if self._upstream is not None:
-            out.append((b"authorization", self._upstream))
+        out = [(name, value) for name, value in headers if name.lower() not in _CLIENT_CREDENTIALS]
+        if held is not None:
+            out.append(held)
         return out

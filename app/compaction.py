@@ -23,14 +23,19 @@ from strategies import (
     parse_chain,
 )
 from strategies.context import CompactionStopped, Deadline
+from strategies.digests import prefix_digests
+from strategies.refs import Originals, stub_refs
 
 from .auth import Keys
 from .errors import ApiError
+from .expansion import Expansion, offer
+from .expansion.memory import NAMESPACE, ExpansionMemory
+from .expansion.rounds import with_rounds
 from .headers import FALLBACK, INTERNAL, PREFIX, STRATEGIES, TOKENS_AFTER, TOKENS_BEFORE, RawHeaders
 from .lanes import Lanes, unless_disconnected
 from .model_limits import Resolved, UpstreamModels
 from .notes import NotesRuntime, NotesTools
-from .prefix_tracking import Outcome, PrefixTracker
+from .prefix_tracking import Outcome, PrefixTracker, conversation_key
 from .request_policy import RequestPolicy
 from .settings import Settings
 from .wire import ChatCompletions, Parsed, WireFormat
@@ -47,7 +52,9 @@ class Compacted:
     fallback: str | None = None
     prefix: Outcome | None = None  # what this request did to the provider's prompt cache; None: not tracked
     counted: bool = True  # False: stopped before its tokens were counted (the deadline); no token headers
+    expansion: Expansion | None = None  # the expand tool was offered: the proxy answers its calls
     model: str = ""
+    wire: str = ""  # the wire format's name
     resolved: Resolved | None = None  # the model's limits and calibration it was compacted with
     undiscovered: bool = False  # compacted with an assumed window before the upstream was asked for it; not tracked
 
@@ -73,6 +80,14 @@ class Compacted:
         return headers
 
 
+def settled(wire: WireFormat, parsed: Parsed, result: ChainResult, ctx: Context) -> ChainResult:
+    """The chain's result with what the format must send put back (WireFormat.settle), counted as it will go."""
+    messages = wire.settle(parsed, result.messages)
+    if messages is result.messages:
+        return result
+    return replace(result, messages=messages, tokens_after=ctx.count_request(messages))
+
+
 def _unchanged(before: list[Any], after: list[Any]) -> bool:
     return after is before or (len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True)))
 
@@ -91,11 +106,13 @@ class Compactor:
         keys: Keys | None = None,
         notes: NotesRuntime | None = None,
         prefix: PrefixTracker | None = None,
+        expansions: ExpansionMemory | None = None,
         known: UpstreamModels | None = None,
     ) -> None:
         """Raises ValueError, naming the setting, when the configured chain, parameters or request_parameters
         are invalid. keys: who a request comes from (prefix and notes state are kept per client); notes: the
-        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off); known:
+        summariser and notes cache (None: notes falls back); prefix: the prompt-cache report (None: off);
+        expansions: where expand rounds are remembered (None: nowhere, each request shows only its own); known:
         each model's window and calibration as learned from the upstream (None: the table's alone).
         """
         configured = settings.strategies
@@ -116,6 +133,7 @@ class Compactor:
         self.keys = keys
         self.notes = notes
         self.prefix = prefix
+        self.expansions = expansions
         self.known = known
         self.lanes = Lanes(settings)
         self.policy = RequestPolicy(registry, settings.request_parameters, settings.summariser_models)
@@ -193,10 +211,11 @@ class Compactor:
         """
         wire = wire or ChatCompletions()
         parsed = wire.parse(raw, self.settings.max_json_depth)
+        offered = offer(wire, parsed) if chain.reversible and self.settings.expand_max_rounds else None
         if self.known is not None:
-            resolved = self.known.resolve(parsed.model)
+            resolved = self.known.resolve(parsed.model, parsed.extended_context, wire.name)
         else:
-            resolved = Resolved(self.models.lookup(parsed.model), "table")
+            resolved = Resolved(self.models.lookup(parsed.model, parsed.extended_context), "table")
         ctx = Context(
             model=parsed.model,
             tokens=self.counter,
@@ -208,9 +227,13 @@ class Compactor:
             notes_cache=notes.cache if notes else None,
             memo=self.memo,
             deadline=deadline,
+            expandable=offered is not None,
         )
-        compacted = replace(self._run(raw, parsed, wire, chain, ctx), model=parsed.model, resolved=resolved)
-        if resolved.source == "assumed" and self.known is not None and self.known.may_discover():
+        reversible = None if offered is None else self._reversible(parsed, offered, wire, ctx, scope)
+        compacted = replace(
+            self._run(raw, parsed, wire, chain, ctx, reversible), model=parsed.model, wire=wire.name, resolved=resolved
+        )
+        if resolved.source == "assumed" and self.known is not None and self.known.may_discover(wire.name):
             # The route asks the upstream and compacts again: only what is forwarded is tracked.
             return replace(compacted, undiscovered=True)
         if prefix is None or not compacted.counted:
@@ -219,11 +242,44 @@ class Compactor:
         outcome = prefix.observe(parsed.model, parsed.messages, compacted.result.messages, ctx.digest, scope=scope)
         return replace(compacted, prefix=outcome)
 
-    def _run(self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context) -> Compacted:
-        messages = parsed.messages
+    def _reversible(self, parsed: Parsed, offered: Parsed, wire: WireFormat, ctx: Context, scope: bytes) -> Expansion:
+        """What the rounds of a request that may be offered the expand tool need, its remembered rounds put back in
+        its messages (app.expansion.memory); `forwarded` is filled in once the chain has run.
+        """
+        original = parsed.messages
+        prefixes = prefix_digests(ctx.digest(m) for m in original)
+        key = None
+        messages = original
+        if self.expansions is not None:
+            key = conversation_key(parsed.model, original, ctx.digest, scope, namespace=NAMESPACE)
+            rounds = self.expansions.recall(key)
+            if rounds:
+                limit = self.settings.expand_max_chars
+                messages = with_rounds(original, prefixes, rounds, Originals(original), limit)
+        anchor = prefixes[-1].hex() if prefixes else ""
+        return Expansion(wire, offered, parsed, messages, Originals(messages), key, len(original), anchor)
+
+    def _run(
+        self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context, reversible: Expansion | None
+    ) -> Compacted:
+        """reversible: set when the expand tool may be offered; its `forwarded` holds the messages to compact."""
+        messages = reversible.forwarded if reversible is not None else parsed.messages
         try:
             # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
-            result = chain.run(messages, ctx, trace=True)
+            result = settled(wire, parsed, chain.run(messages, ctx, trace=True), ctx)
+            # Rendering fails open like a strategy: a bug in writing the body back must not cost the user their
+            # request.
+            expansion = None
+            if reversible is not None and any(
+                reversible.originals.resolve(ref) is not None for ref in stub_refs(result.messages)
+            ):
+                expansion = replace(reversible, forwarded=result.messages)
+                body = wire.render(expansion.offered, result.messages)
+            elif _unchanged(parsed.messages, result.messages):
+                # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
+                body = raw
+            else:
+                body = wire.render(parsed, result.messages)
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise
@@ -239,11 +295,8 @@ class Compactor:
                     type="server_error",
                     code="compaction_failed",
                 ) from None
-            # Fail open: a strategy bug must not cost the user their request.
+            # Fail open: a bug in a strategy, in settling or in rendering must not cost the user their request.
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
-        if _unchanged(messages, result.messages):
-            # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
-            return Compacted(raw, chain, result, fallback=result.fallback)
-        return Compacted(wire.render(parsed, result.messages), chain, result, result.fallback)
+        return Compacted(body, chain, result, fallback=result.fallback, expansion=expansion)

@@ -15,7 +15,8 @@ added, each per process:
   requests, or still sending a head), so that idle sockets cannot lock everyone else out; when every connection has
   a request in flight, the new one is answered 503 and closed at once.
 
-Everything they answer is in OpenAI's error shape, uvicorn's own 400 for a malformed request included.
+Everything they answer is in the error shape of the route the request line names (app.errors.error_body), uvicorn's
+own 400 for a malformed request included.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from .errors import error_body
 from .settings import Settings
 
 logger = logging.getLogger("compaction_proxy.connections")
@@ -109,14 +111,25 @@ class ProxyConfig(uvicorn.Config):
         self.client_connections = ClientConnections(client_limits)
 
 
-def error_bytes(status: int, message: str, code: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
-    """A whole response in OpenAI's error shape that closes the connection, written below the ASGI app."""
+def error_bytes(
+    status: int, message: str, code: str, default_headers: list[tuple[bytes, bytes]], path: str = ""
+) -> bytes:
+    """A whole response in the error shape of `path`'s route that closes the connection, written below the ASGI app."""
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    body = orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    body = orjson.dumps(error_body(path, status, message, type=kind, code=code))
     head = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n".encode()]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body), b"connection: close\r\n"]
     return b"".join([*head, b"\r\n", body])
+
+
+_REQUEST_LINE_BYTES = 2048
+
+
+def _target_path(head: bytes) -> str:
+    """The path of a request line (`POST /v1/messages?beta=true HTTP/1.1`); "" where none can be read."""
+    parts = head.split(b"\n", 1)[0].split(b" ")
+    return parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) >= 2 else ""
 
 
 class _Limited(asyncio.Protocol):
@@ -133,6 +146,7 @@ class _Limited(asyncio.Protocol):
     clients: ClientConnections
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = 0
+    _head_start = b""  # the first bytes of the request head: its request line names the route an error answers
     _refused = False
     _finished = False  # answered with an error of the protocol layer: whatever still comes is discarded
 
@@ -180,6 +194,8 @@ class _Limited(asyncio.Protocol):
             # A new request begins on a kept-alive connection (or the rest of a body the answer did not wait for).
             self._start_head_timer()
         if self._in_head():
+            if not self._head_bytes:
+                self._head_start = data[:_REQUEST_LINE_BYTES]
             room = self.clients.limits.max_head_bytes - self._head_bytes
             if len(data) > room:
                 self._feed_at_most(data, room)
@@ -260,7 +276,8 @@ class _Limited(asyncio.Protocol):
         """
         self._stop_waiting()
         self._finished = True
-        self.transport.write(error_bytes(status, message, code, self.server_state.default_headers))
+        headers = self.server_state.default_headers
+        self.transport.write(error_bytes(status, message, code, headers, _target_path(self._head_start)))
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)

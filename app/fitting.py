@@ -22,6 +22,7 @@ import anyio.to_thread
 import httpx
 from starlette.requests import Request
 
+from .auth import Api
 from .compaction import Compacted
 from .errors import ApiError
 from .headers import RawHeaders, upstream_request_headers
@@ -94,8 +95,9 @@ async def compact_known(
     if known is None:
         return compacted
     if compacted.undiscovered:
+        # Only a format whose upstream publishes is left undiscovered (model_limits.PUBLISHING): the OpenAI one.
         headers = svc.keys.outgoing(upstream_request_headers(request.headers.raw))
-        await known.discover(svc.upstream.client, svc.upstream.base_url, headers)
+        await known.discover(svc.upstream.client, svc.upstream.base_urls["openai"], headers)
         again = await svc.compactor.compact_request(request, raw, tracked=True, wire=wire)
         if again is None:
             return None
@@ -106,25 +108,25 @@ async def compact_known(
 
 
 async def send_fitted(
-    request: Request, svc: Services, raw: bytes, wire: WireFormat, path: str, compacted: Compacted
+    request: Request, svc: Services, raw: bytes, wire: WireFormat, path: str, compacted: Compacted, api: Api
 ) -> Sent | None:
     """compacted sent upstream; when refused as too long, compacted to the stated window and sent once more.
     None: the client went away during the second compaction.
     """
     headers = upstream_request_headers(request.headers.raw)
-    response = await _open(request, svc, path, headers, compacted.body)
+    response = await _open(request, svc, path, headers, compacted.body, api)
     known = svc.compactor.known
     if known is None or not compacted.counted:
         return Sent(response, compacted)
     if _silent_refusal_possible(response, compacted):
         response, silent = await _peek(response)
         if silent:
-            response, fits = await _ask_unstreamed(request, svc, path, headers, known, compacted, response)
-            return await _again(request, svc, raw, wire, path, headers, compacted, response, fits)
+            response, fits = await _ask_unstreamed(request, svc, path, headers, known, compacted, response, api)
+            return await _again(request, svc, raw, wire, path, headers, compacted, response, fits, api)
     if not _may_be_overflow(response):
         return Sent(response, compacted)
     response, fits = await _learn(response, known, compacted)
-    return await _again(request, svc, raw, wire, path, headers, compacted, response, fits)
+    return await _again(request, svc, raw, wire, path, headers, compacted, response, fits, api)
 
 
 async def _again(
@@ -137,6 +139,7 @@ async def _again(
     compacted: Compacted,
     response: httpx.Response,
     fits: bool,
+    api: Api,
 ) -> Sent | None:
     """The one retry, compacted to the window just learned (fits), unless that cuts nothing more."""
     known = svc.compactor.known
@@ -156,14 +159,16 @@ async def _again(
         again.result.tokens_after,
         extra={"wire": wire.name, "tokens_after": again.result.tokens_after, "retried": True},
     )
-    second = await _open(request, svc, path, headers, again.body)
+    second = await _open(request, svc, path, headers, again.body, api)
     if again.counted and _may_be_overflow(second):
         second, _ = await _learn(second, known, again)  # learned from, not retried again
     return Sent(second, again, retried=True)
 
 
-async def _open(request: Request, svc: Services, path: str, headers: RawHeaders, body: bytes) -> httpx.Response:
-    return await svc.upstream.open("POST", path, query=request.url.query, headers=headers, content=body)
+async def _open(
+    request: Request, svc: Services, path: str, headers: RawHeaders, body: bytes, api: Api
+) -> httpx.Response:
+    return await svc.upstream.open("POST", path, query=request.url.query, headers=headers, content=body, api=api)
 
 
 async def _learn(response: httpx.Response, known: UpstreamModels, compacted: Compacted) -> tuple[httpx.Response, bool]:
@@ -172,7 +177,9 @@ async def _learn(response: httpx.Response, known: UpstreamModels, compacted: Com
     overflow = parse_overflow(response.status_code, body) if body is not None else None
     if overflow is None:
         return response, False
-    fits = await anyio.to_thread.run_sync(known.learn_overflow, compacted.model, overflow, compacted.counted_raw())
+    fits = await anyio.to_thread.run_sync(
+        known.learn_overflow, compacted.model, compacted.wire, overflow, compacted.counted_raw()
+    )
     return response, fits
 
 
@@ -218,6 +225,7 @@ async def _ask_unstreamed(
     known: UpstreamModels,
     compacted: Compacted,
     broken: httpx.Response,
+    api: Api,
 ) -> tuple[httpx.Response, bool]:
     """The request sent again without streaming, to hear why its stream was refused (broken: that stream, to relay
     when it was not an overflow), and whether the answer stated a window to fit to.
@@ -229,13 +237,13 @@ async def _ask_unstreamed(
     body.pop("stream_options", None)
     content = json.dumps(body).encode()
     try:
-        probe = await _open(request, svc, path, headers, content)
+        probe = await _open(request, svc, path, headers, content, api)
     except ApiError as exc:
         if exc.code != "upstream_unreachable":
             raise
         # llama-cpp-python closes the connection just after such a stream, so the pool may hand that one out
         # again, which fails before the request is read: once more, on a fresh connection.
-        probe = await _open(request, svc, path, headers, content)
+        probe = await _open(request, svc, path, headers, content, api)
     if not _may_be_overflow(probe):
         await probe.aclose()
         return broken, False
@@ -249,11 +257,11 @@ def usage_observer(svc: Services, compacted: Compacted) -> OnComplete | None:
     known = svc.compactor.known
     if known is None or not compacted.counted or compacted.resolved is None:
         return None
-    model, counted = compacted.model, compacted.counted_raw()
+    model, wire, counted = compacted.model, compacted.wire, compacted.counted_raw()
 
     async def observe(tail: bytes) -> None:
         real = prompt_tokens(tail)
         if real is not None:
-            await anyio.to_thread.run_sync(known.observe_usage, model, counted, real)
+            await anyio.to_thread.run_sync(known.observe_usage, model, wire, counted, real)
 
     return observe

@@ -29,6 +29,7 @@ TOKENS_BEFORE = b"x-compaction-tokens-before"
 TOKENS_AFTER = b"x-compaction-tokens-after"
 FALLBACK = b"x-compaction-fallback"
 PREFIX = b"x-compaction-prefix"
+EXPANSIONS = b"x-compaction-expansions"  # response: expand rounds the proxy answered (whole answers only)
 RETRIED = b"x-compaction-retried"  # response: sent again once, compacted to the window the upstream stated
 REQUEST_ID = b"x-compaction-request-id"
 CLIENT_REQUEST_ID = b"x-request-id"  # the client's own id, which REQUEST_ID echoes

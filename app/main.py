@@ -16,6 +16,8 @@ from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, Token
 from .auth import Keys, OpenRelayError
 from .compaction import Compactor
 from .errors import InternalErrorMiddleware, install_error_handlers
+from .expansion.loop import Expander
+from .expansion.memory import ExpansionMemory
 from .limits import BodyTimeoutMiddleware
 from .logs import configure_logging
 from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
@@ -25,7 +27,7 @@ from .notes_cache import CacheError, open_backend
 from .prefix_tracking import PrefixTracker
 from .readiness import Readiness
 from .request_id import RequestIdMiddleware
-from .routes import chat, health, passthrough, responses, strategies
+from .routes import chat, health, messages, passthrough, responses, strategies
 from .services import Services, authenticate
 from .settings import Settings
 from .upstream import Upstream, printable_url
@@ -63,6 +65,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     upstream = Upstream(settings, keys, metrics)
     try:
         prefix = PrefixTracker.open(settings) if settings.prefix_tracking else None
+        expansions = ExpansionMemory.open(settings) if settings.expand_max_rounds else None
         notes = NotesRuntime.build(settings, keys, models, upstream.client, metrics.summariser_call)
         # A backend of its own, as the prefix tracker has: learned limits live a week and never evict notes.
         learned = (
@@ -91,11 +94,13 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             keys=keys,
             notes=notes,
             prefix=prefix,
+            expansions=expansions,
             known=known,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    services = Services(settings, compactor, upstream, keys, metrics, readiness)
+    expander = Expander(settings, upstream, metrics, expansions)
+    services = Services(settings, compactor, upstream, expander, keys, metrics, readiness)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -112,6 +117,8 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             await upstream.aclose()
             if prefix is not None:
                 await anyio.to_thread.run_sync(prefix.close)
+            if expansions is not None:
+                await anyio.to_thread.run_sync(expansions.close)
             await anyio.to_thread.run_sync(known.close)
 
     # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
@@ -135,6 +142,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     guarded = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=guarded)
     app.include_router(responses.router, dependencies=guarded)
+    app.include_router(messages.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
     app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)

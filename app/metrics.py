@@ -56,8 +56,8 @@ class Metrics:
         )
         self.tokens = Counter(
             "compaction_proxy_prompt_tokens",
-            "Prompt tokens before and after compaction (stage=before|after), by wire format (wire=chat.completions, "
-            "responses).",
+            "Prompt tokens of compacted requests before and after compaction (stage=before|after), by wire format "
+            "(wire=chat.completions|responses|messages).",
             ["wire", "stage"],
             registry=r,
         )
@@ -94,9 +94,25 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.expand_rounds = Counter(
+            "compaction_proxy_expand_rounds",
+            "Rounds of the expand tool, by outcome: answered (the proxy answered the calls and asked again), capped "
+            "(expand_max_rounds reached: asked once more without the tool), dropped (made beside the client's own "
+            "calls, which went to the client alone).",
+            ["outcome"],
+            registry=r,
+        )
+        self.expand_calls = Counter(
+            "compaction_proxy_expand_calls",
+            "Calls of the expand tool the proxy answered, by result: resolved (the ref named content of the "
+            "request), unresolved (a tool error result).",
+            ["result"],
+            registry=r,
+        )
         self.tokens_removed = Counter(
             "compaction_proxy_tokens_removed",
-            "Prompt tokens compaction removed (before - after, never below 0 per request), by wire format.",
+            "Prompt tokens compaction removed from compacted requests (before - after, never below 0 per request), by "
+            "wire format.",
             ["wire"],
             registry=r,
         )
@@ -111,6 +127,10 @@ class Metrics:
             self.tokens_removed.labels(wire)
             for stage in ("before", "after"):
                 self.tokens.labels(wire, stage)
+        for round_outcome in ("answered", "capped", "dropped"):
+            self.expand_rounds.labels(round_outcome)
+        for result in ("resolved", "unresolved"):
+            self.expand_calls.labels(result)
         self.fallbacks.labels("strategy_error")
         self.fallbacks.labels("compaction_deadline")
 

@@ -147,6 +147,10 @@ class CompactResponse(BaseModel):
     messages: list[dict[str, Any]] = Field(description="What /v1/chat/completions would send upstream.")
     tokens_before: int
     tokens_after: int
+    added_tools: list[dict[str, Any]] = Field(
+        description="Tools the proxy would add after the client's: the expand tool, when the messages sent hold a "
+        "stub with a ref."
+    )
     steps: list[CompactStep]
 
 
@@ -234,4 +238,83 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     },
 }
 
+
+# --- Anthropic's Messages API (/v1/messages, /compact/messages): its body, its error shape ------------------------
+
+_BLOCKS: dict[str, Any] = {"type": "array", "items": {"type": "object", "additionalProperties": True}}
+MESSAGES_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "examples": ["claude-sonnet-4-5"]},
+        "max_tokens": {"type": "integer"},
+        "system": {"anyOf": [{"type": "string"}, _BLOCKS]},
+        "messages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                    "content": {"anyOf": [{"type": "string"}, _BLOCKS]},
+                },
+                "required": ["role", "content"],
+                "additionalProperties": True,
+            },
+        },
+        "stream": {"type": "boolean"},
+        "tools": {"type": "array", "items": _ANY_OBJECT},
+    },
+    "required": ["messages"],
+    "additionalProperties": True,
+}
+
+
+class AnthropicErrorDetail(BaseModel):
+    type: str
+    message: str
+
+
+class AnthropicErrorResponse(BaseModel):
+    """Anthropic's error shape, used by every error the proxy itself answers on /v1/messages and /compact/messages."""
+
+    type: str
+    error: AnthropicErrorDetail
+
+
+class CompactMessagesResponse(BaseModel):
+    system: str | list[dict[str, Any]] | None = Field(description="The `system` /v1/messages would send.")
+    messages: list[dict[str, Any]] = Field(description="The `messages` /v1/messages would send.")
+    tokens_before: int
+    tokens_after: int
+    steps: list[CompactStep]
+
+
+def _messages_request(description: str) -> dict[str, Any]:
+    request = _request(description)
+    request["requestBody"]["content"] = {"application/json": {"schema": MESSAGES_REQUEST}}
+    return request
+
+
+MESSAGES_OPENAPI = _messages_request(
+    "An Anthropic Messages request; everything but `system` and `messages` is forwarded as sent."
+)
+COMPACT_MESSAGES_OPENAPI = _messages_request("The same body as /v1/messages.")
+_ANTHROPIC_ERRORS = {
+    status: {**error, "model": AnthropicErrorResponse} for status, error in CHAT_RESPONSES.items() if status != 200
+}
+_ANTHROPIC_ERRORS["default"] = CHAT_RESPONSES["default"]
+MESSAGES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        **CHAT_RESPONSES[200],
+        "description": "The upstream's answer, relayed as it arrives: JSON, or Anthropic's server-sent events.",
+    },
+    **_ANTHROPIC_ERRORS,
+}
+COMPACT_MESSAGES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": CompactMessagesResponse,
+        "description": "What would be sent upstream.",
+        "headers": COMPACTION_HEADERS,
+    },
+    **{status: error for status, error in _ANTHROPIC_ERRORS.items() if status in ERRORS},
+}
 RESPONSES_RESPONSES = CHAT_RESPONSES  # the upstream's answer relayed, or the proxy's own errors, as for chat

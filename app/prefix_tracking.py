@@ -27,11 +27,16 @@ logger = logging.getLogger("compaction_proxy.prefix")
 
 
 def conversation_key(
-    model: str, original: Sequence[Message], digest: Digest = message_digest, scope: bytes = b""
+    model: str,
+    original: Sequence[Message],
+    digest: Digest = message_digest,
+    scope: bytes = b"",
+    namespace: str = KEY_PREFIX,
 ) -> str:
     """The model plus the original messages up to and including the first user message (system prompt and task):
     what stays the same for a whole conversation, whatever compaction later does to the rest; within the
     client's scope (Keys.client_scope), so that two clients sending the same opening are two conversations.
+    namespace: what the key is for, so that state of different kinds shares a backend without clashing.
     """
     anchor = next((i for i, m in enumerate(original) if m.get("role") == "user"), 0)
     # The model name seeds the chain: the same opening sent to two models is two caches at the provider.
@@ -39,7 +44,7 @@ def conversation_key(
     # No messages at all (the upstream will refuse it): the model alone, in a form no digest can take.
     conversation = chained[-1].hex() if chained else "empty:" + model.encode().hex()
     # A hex digest and a colon: no scope, and no model name, can make one client's key another's.
-    return KEY_PREFIX + (scope.hex() + ":" if scope else "") + conversation
+    return namespace + (scope.hex() + ":" if scope else "") + conversation
 
 
 def judge(stored: str | None, prefixes: Sequence[bytes]) -> Outcome:

@@ -8,6 +8,7 @@ from starlette.requests import HTTPConnection
 
 from .auth import Keys
 from .compaction import Compactor
+from .expansion.loop import Expander
 from .metrics import Metrics
 from .readiness import Readiness
 from .settings import Settings
@@ -21,6 +22,7 @@ class Services:
     settings: Settings
     compactor: Compactor  # with the notes runtime and the prefix tracker it uses
     upstream: Upstream
+    expander: Expander  # answers the expand tool's calls on requests it was offered on
     keys: Keys
     metrics: Metrics
     readiness: Readiness
@@ -34,6 +36,6 @@ def services(connection: HTTPConnection) -> Services:
 
 async def authenticate(connection: HTTPConnection) -> None:
     """Dependency of every route that reaches the upstream or the strategies: /v1/* and /compact, a WebSocket too
-    (its handshake is then refused with the error).
+    (its handshake is then refused with the error). The key is the Bearer token or Anthropic's x-api-key.
     """
-    services(connection).keys.check(connection.headers.get("authorization"))
+    services(connection).keys.check(connection.headers.get("authorization"), connection.headers.get("x-api-key"))

@@ -55,8 +55,13 @@ class Settings(BaseSettings):
     upstream_base_url: str = Field(
         "https://api.openai.com/v1", description="OpenAI-compatible base URL requests are forwarded to."
     )
+    anthropic_base_url: str = Field(
+        "https://api.anthropic.com",
+        description="Anthropic API base URL (as ANTHROPIC_BASE_URL: without /v1) that /v1/messages, its "
+        "/v1/messages/* and any /v1/* call carrying anthropic-version are forwarded to.",
+    )
     default_strategies: str = Field(
-        "minify,dedupe,window",
+        "minify,mask,window",
         description="Chain used when a request sends no X-Compaction-Strategies header (the default was chosen by "
         "measurement: docs/benchmarks.md).",
     )
@@ -114,16 +119,20 @@ class Settings(BaseSettings):
     # NoDecode: the environment gives a comma-separated list, not JSON (see _key_list).
     api_keys: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list,
-        description="Keys clients must send as 'Authorization: Bearer <key>'. Empty: the client's own key "
-        "is passed upstream.",
+        description="Keys clients must send as 'Authorization: Bearer <key>' (or 'x-api-key: <key>', as "
+        "Anthropic's clients do). Empty: the client's own key is passed upstream.",
     )
     upstream_api_key: SecretStr = Field(
         SecretStr(""), description="Key sent upstream instead of the client's; needs api_keys. Empty: none."
     )
+    anthropic_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="Key sent to anthropic_base_url as x-api-key instead of the client's; needs api_keys. Empty: none.",
+    )
     allow_unauthenticated: bool = Field(
         False,
-        description="Start with an upstream_api_key or summariser_api_key but no api_keys, so anyone who reaches the "
-        "port uses them.",
+        description="Start with an upstream_api_key, anthropic_api_key or summariser_api_key but no api_keys, so "
+        "anyone who reaches the port uses them.",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1, description="Largest request body accepted (413 above).")
     max_json_depth: int = Field(
@@ -207,6 +216,27 @@ class Settings(BaseSettings):
     prefix_tracking_ttl_seconds: int = Field(
         3600, gt=0, description="Seconds a conversation's last forwarded prefix is remembered; each request renews it."
     )
+    # --- Reversible compaction: the expand tool the proxy answers itself (app.expansion) ---
+    expand_max_rounds: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Calls of the expand tool (compaction_expand) the proxy answers for one request, each one "
+        "more upstream request; past them it asks once more without the tool. 0: the tool is never offered.",
+    )
+    expand_max_chars: int = Field(
+        20_000,
+        ge=1000,
+        le=1_000_000,
+        description="Characters of an original one expand call returns at most; the model reads the rest by "
+        "line ranges.",
+    )
+    expand_memory_ttl_seconds: int = Field(
+        86_400,
+        gt=0,
+        description="Seconds the expand rounds of a conversation are remembered in the cache at cache_url, to "
+        "be shown again in its later requests; each request renews them.",
+    )
     shutdown_grace_seconds: int = Field(
         30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."
     )
@@ -263,7 +293,7 @@ class Settings(BaseSettings):
                 raise ValueError("must not contain an empty key")
         return value
 
-    @field_validator("upstream_base_url")
+    @field_validator("upstream_base_url", "anthropic_base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:

@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
-from .auth import Keys
+from .auth import Api, Keys
 from .errors import ApiError
 from .headers import RawHeaders, client_response_headers
 from .metrics import Metrics
@@ -32,12 +32,15 @@ def printable_url(url: str) -> str:
 
 
 class Upstream:
-    """Sends requests to `{upstream_base_url}/{path}`. The base URL is fixed by configuration: no request
-    can choose where it is forwarded, so the proxy is never an open relay.
+    """Sends requests to `{upstream_base_url}/{path}`, or Anthropic's `{anthropic_base_url}/v1/{path}`. The base
+    URLs are fixed by configuration: no request can choose where it is forwarded, so the proxy is never an open relay.
     """
 
     def __init__(self, settings: Settings, keys: Keys, metrics: Metrics) -> None:
-        self.base_url = settings.upstream_base_url
+        self.base_urls: dict[Api, str] = {
+            "openai": settings.upstream_base_url,
+            "anthropic": f"{settings.anthropic_base_url}/v1",
+        }
         self.keys = keys
         self.metrics = metrics
         self.client = httpx.AsyncClient(
@@ -65,13 +68,14 @@ class Upstream:
         query: str = "",
         headers: RawHeaders,
         content: bytes | AsyncIterator[bytes] | None,
+        api: Api = "openai",
     ) -> httpx.Response:
-        """Send a request and return the response with its body not yet read.
+        """Send a request to that upstream and return the response with its body not yet read.
 
-        The Authorization sent is the one the key mode calls for (see auth.Keys), whatever the route passed.
+        The credentials sent are the ones the key mode calls for (see auth.Keys), whatever the route passed.
         """
-        url = f"{self.base_url}/{path}" + (f"?{query}" if query else "")
-        request = self.client.build_request(method, url, headers=self.keys.outgoing(headers), content=content)
+        url = f"{self.base_urls[api]}/{path}" + (f"?{query}" if query else "")
+        request = self.client.build_request(method, url, headers=self.keys.outgoing(headers, api), content=content)
         try:
             response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
@@ -86,14 +90,15 @@ class Upstream:
             raise ApiError(
                 502, "The upstream API could not be reached.", type="upstream_error", code="upstream_unreachable"
             ) from None
-        if response.status_code == 404 and not httpx.URL(self.base_url).path.rstrip("/").endswith("/v1"):
+        base = self.base_urls[api]
+        if response.status_code == 404 and api == "openai" and not httpx.URL(base).path.rstrip("/").endswith("/v1"):
             logger.warning(
                 "the upstream answered 404 on %s %s; its base URL %s does not end in /v1: most OpenAI-compatible "
                 "servers want %s/v1",
                 method,
                 path,
-                printable_url(self.base_url),
-                printable_url(self.base_url),
+                printable_url(base),
+                printable_url(base),
             )
         return response
 

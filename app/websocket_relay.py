@@ -31,6 +31,7 @@ async def refuse(websocket: WebSocket) -> None:
     """426: a client such as Codex then sends every request of the session as an HTTP POST."""
     await websocket.send_denial_response(
         error_response(
+            websocket.url.path,
             426,
             "This proxy compacts /v1/responses over HTTP and does not accept a WebSocket here; send the request as "
             "an HTTP POST (setting responses_websocket).",
@@ -75,7 +76,11 @@ async def relay(websocket: WebSocket, svc: Services, path: str) -> None:
         logger.warning("upstream WebSocket on %s could not be opened: %s", path, type(exc).__name__)
         await websocket.send_denial_response(
             error_response(
-                502, "The upstream API could not be reached.", type="upstream_error", code="upstream_unreachable"
+                websocket.url.path,
+                502,
+                "The upstream API could not be reached.",
+                type="upstream_error",
+                code="upstream_unreachable",
             )
         )
         return

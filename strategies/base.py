@@ -72,6 +72,8 @@ class Strategy(ABC, Generic[P]):
     summary: ClassVar[str]  # one line, for GET /strategies
     # Needs the Context's summariser and notes cache: the app provides them only to chains that do.
     uses_summariser: ClassVar[bool] = False
+    # Writes stubs with refs (strategies.refs) for what it removes: the app then offers the expand tool.
+    reversible: ClassVar[bool] = False
 
     def __init__(self, params: P) -> None:
         self.params = params

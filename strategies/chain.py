@@ -62,6 +62,13 @@ class Chain:
             fallback.uses_summariser for fallback in self.fallbacks if fallback is not None
         )
 
+    @property
+    def reversible(self) -> bool:
+        """Whether a step, or a fallback, writes stubs with refs the expand tool resolves."""
+        return any(step.reversible for step in self.steps) or any(
+            fallback.reversible for fallback in self.fallbacks if fallback is not None
+        )
+
     def run(self, messages: list[Message], ctx: Context, *, trace: bool = False) -> ChainResult:
         """Apply every step in order. With trace, count tokens after each step for the stats."""
         tokens_before = ctx.count_request(messages)

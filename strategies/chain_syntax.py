@@ -116,3 +116,16 @@ def format_chain(steps: list[StepSpec]) -> str:
         f"{s.name}({','.join(f'{k}={format_value(v)}' for k, v in s.params.items())})" if s.params else s.name
         for s in steps
     )
+
+
+def fallback_chain(value: str, strategy: str) -> str:
+    """A strategy's fallback chain parameter, checked: it parses, and it does not contain the strategy itself,
+    which would fall back to itself.
+    """
+    try:
+        specs = parse_chain(value)
+    except ChainSyntaxError as exc:
+        raise ValueError(str(exc)) from None
+    if any(spec.name == strategy for spec in specs):
+        raise ValueError(f"the fallback chain must not contain {strategy} itself")
+    return value

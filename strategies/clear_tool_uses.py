@@ -5,6 +5,9 @@ requests and the requests of a growing conversation share their compacted prefix
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import Field
 
 from .base import Applied, Params, Strategy
@@ -19,11 +22,22 @@ from .conversation import (
     with_arguments,
     with_message_text,
 )
-from .markers import cleared
+from .markers import elided
 from .messages import Message
 
 # The smallest valid JSON object: OpenAI expects the arguments to parse as one.
 ARGUMENTS_STUB = "{}"
+
+
+def provider_clears(request: Mapping[str, Any]) -> bool:
+    """Whether the request asks the provider to clear old tool uses itself: an Anthropic context_management edit
+    of type clear_tool_uses_*.
+    """
+    management = request.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return isinstance(edits, list) and any(
+        isinstance(e, dict) and str(e.get("type", "")).startswith("clear_tool_uses") for e in edits
+    )
 
 
 class ClearToolUsesParams(Params):
@@ -105,7 +119,9 @@ class _Clearing:
         if not (self._clears_inputs(name) and arguments is not None and len(arguments) > len(ARGUMENTS_STUB)):
             arguments = None
         result = self.messages[pair.result_index]
-        new_result = with_message_text(result, cleared(name, message_text(result), arguments))
+        text = message_text(result)
+        inputs = (arguments, self.ctx.ref_for(arguments)) if arguments is not None else None
+        new_result = with_message_text(result, elided(name, text, self.ctx.ref_for(text), inputs))
         gain = count(result) - count(new_result)
         if arguments is None:
             if gain > 0:
@@ -150,10 +166,15 @@ class ClearToolUses(Strategy[ClearToolUsesParams]):
     """
 
     name = "clear_tool_uses"
+    reversible = True
     params_model = ClearToolUsesParams
     summary = "Past a token trigger, replace old tool results by placeholders (Anthropic's clear_tool_uses)."
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
+        if provider_clears(ctx.request):
+            # The request asks the provider to clear tool uses itself (Anthropic's context_management): it will clear
+            # what it sees; clearing first would only move its trigger and its cache boundary.
+            return Applied(messages, {"cleared_tool_uses": 0, "cleared_tokens": 0, "provider_clears": True})
         clearing = _Clearing(messages, ctx, self.params)
         out = clearing.run()
         return Applied(out, {"cleared_tool_uses": clearing.cleared, "cleared_tokens": clearing.cleared_tokens})

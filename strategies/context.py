@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from .digests import message_digest
 from .messages import REPLY_PRIMING, Message
 from .models import DEFAULT_LIMITS, ModelLimits
+from .refs import ref_of, refs_in
 
 CLOCK_EVERY = 64
+MAX_REWRITES = 8  # lossless rewrites of one text in a chain (minify twice, say); a cycle stops here
 # Held back from the context window by default: counts are estimates (strategies.budget.safety_margin).
 SAFETY_MARGIN_PERCENT = 2.0
 Reason = Literal["deadline", "cancelled"]
@@ -116,11 +118,38 @@ class Context:
     memo: Memo | None = None
     # When the work must stop (strategies.deadline); None: it runs to the end.
     deadline: Deadline | None = None
+    # Whether stubs may tell the model to call the expand tool (strategies.refs): the proxy offers it on this
+    # request. Where it cannot (another wire format, n > 1, the tool switched off) a stub names no ref, so the model
+    # is never pointed at a tool it does not have.
+    expandable: bool = True
     # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
     # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
     # cannot be reused.
     _counted: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
     _digests: dict[int, tuple[Message, bytes]] = field(default_factory=dict, repr=False)
+    # Lossless rewrites made in this request (minify): the new text -> the text it was made from (ref_for).
+    _sources: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def rewrote(self, new: str, source: str) -> None:
+        """Record that a lossless rewrite made `new` from `source`, so a stub made of `new` later names `source`."""
+        if new != source:
+            self._sources.setdefault(new, source)
+
+    def ref_for(self, text: str) -> str | None:
+        """The ref a stub standing for `text` carries: that of the client's content the text comes from, so the
+        expand tool returns the original, in one call, whatever chain made the text. A text a lossless rewrite made
+        stands for its source; a text that holds a stub already (a pruned or truncated result, a dedupe pointer)
+        for the original that stub names; any other text for itself. None where the request is not `expandable`.
+        """
+        if not self.expandable:
+            return None
+        for _ in range(MAX_REWRITES):
+            source = self._sources.get(text)
+            if source is None:
+                break
+            text = source
+        held = refs_in(text)
+        return held[0] if held else ref_of(text)
 
     def digest(self, message: Message) -> bytes:
         """The message's content digest (strategies.digests), computed once per message object per request."""

@@ -176,6 +176,15 @@ def call_arguments(message: Message, call_id: str | None) -> str | None:
     return _call_field(message, call_id, "arguments")
 
 
+def arguments_of(message: Message) -> list[str]:
+    """The JSON argument strings of every call an assistant message makes (tool_calls and function_call)."""
+    found = [call_arguments(message, None)] if isinstance(message.get("function_call"), dict) else []
+    for call in tool_calls_of(message):
+        function = call.get("function")
+        found.append(function.get("arguments") if isinstance(function, dict) else None)
+    return [arguments for arguments in found if isinstance(arguments, str)]
+
+
 def call_name(message: Message, call_id: str | None) -> str:
     """The function name of one call of an assistant message ('' when it has none)."""
     return _call_field(message, call_id, "name") or ""

@@ -34,6 +34,7 @@ class Dedupe(Strategy[DedupeParams]):
     """
 
     name = "dedupe"
+    reversible = True
     params_model = DedupeParams
     summary = "Replace a tool result identical to an earlier one by a pointer to the first copy's call id."
 
@@ -57,7 +58,7 @@ class Dedupe(Strategy[DedupeParams]):
             original = first[text]
             if answered[original] != 1:  # also when this duplicate answers the same id
                 continue
-            short = same_as(original, text)
+            short = same_as(original, text, ctx.ref_for(text))
             if len(short) < len(text):
                 out[index] = with_message_text(message, short)
                 pointers += 1

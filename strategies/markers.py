@@ -1,51 +1,56 @@
-"""What the model reads where content was removed: markers that say so, with the original's size and a short
-content hash, so the model (and a human) can tell what went and match a marker to its original.
+"""What the model reads where content was removed. A stub for removed tool output says what went, how big it
+was, and how to get it back: its ref and the expand tool (strategies.refs), so what a strategy removes stays
+within the model's reach. The ref is the caller's to give: Context.ref_for(text), which names the client's
+original also when the text was rewritten first.
 """
 
 from __future__ import annotations
 
-import hashlib
+from .refs import how_to_expand
 
 
-def short_hash(text: str) -> str:
-    """8 hex digits of the SHA-256 of the text, so a reader can match a marker to its original."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+def _how(ref: str | None, what: str) -> str:
+    """The stub's way back: none where the request cannot expand refs (Context.expandable)."""
+    return "" if ref is None else f"; {how_to_expand(ref)} to see {what}"
 
 
-def truncate_middle(text: str, size: int) -> str:
-    """Keep `size` characters (head and tail halves) around a marker with the original size and hash.
+def truncate_middle(text: str, size: int, ref: str | None) -> str:
+    """Keep `size` characters (head and tail halves) around a stub for the middle.
 
-    Text that the marker would not make shorter is returned as is.
+    Text that the stub would not make shorter is returned as is.
     """
     n = len(text)
     if n <= size:
         return text
     head, tail = size - size // 2, size // 2
-    shortened = f"Truncated ({n}): {text[:head]}<...{n} - {short_hash(text)}...>{text[n - tail :] if tail else ''}"
+    stub = f"[... {n - size:,} of {n:,} chars elided{_how(ref, 'them all')} ...]"
+    shortened = f"{text[:head]}{stub}{text[n - tail :] if tail else ''}"
     return shortened if len(shortened) < n else text
 
 
-# --- Each strategy's marker ------------------------------------------------------------------------------------
-
-PRUNE_NOTE = "\n[... output truncated ...]"
+# --- Each strategy's stub --------------------------------------------------------------------------------------
 
 
-def pruned(text: str, max_chars: int) -> str:
-    """prune_tool_outputs: the head of a long tool result, then the note, its size and hash."""
-    return f"{text[:max_chars]}{PRUNE_NOTE} ({len(text)} chars, sha256 {short_hash(text)})"
+def pruned(text: str, max_chars: int, ref: str | None) -> str:
+    """prune_tool_outputs: the head of a long tool result, then a stub for the rest."""
+    stub = f"[... output truncated: {len(text):,} chars in all{_how(ref, 'it')}]"
+    return f"{text[:max_chars]}\n{stub}"
 
 
-def cleared(name: str, result: str, arguments: str | None) -> str:
-    """clear_tool_uses: what the model reads instead of a cleared result: the tool, and what went."""
-    text = f"[cleared: result of tool {name or '?'}, {len(result)} chars, sha256 {short_hash(result)}"
+def elided(name: str, result: str, ref: str | None, arguments: tuple[str, str | None] | None = None) -> str:
+    """mask and clear_tool_uses: what the model reads instead of a tool result (and, with clear_tool_inputs,
+    its call's arguments, given as (arguments, their ref)).
+    """
+    text = f"[{name or 'tool'} output elided: {len(result):,} chars{_how(ref, 'it')}"
     if arguments is not None:
-        text += f"; arguments {len(arguments)} chars, sha256 {short_hash(arguments)}"
+        args, args_ref = arguments
+        text += f"; its arguments too: {len(args):,} chars" + ("" if args_ref is None else f', ref="{args_ref}"')
     return text + "]"
 
 
-def same_as(call_id: str, text: str) -> str:
+def same_as(call_id: str, text: str, ref: str | None) -> str:
     """dedupe: a repeated tool result, pointing at its first copy."""
-    return f"[same output as tool call {call_id} above: {len(text)} chars, sha256 {short_hash(text)}]"
+    return f"[same output as tool call {call_id} above: {len(text):,} chars{_how(ref, 'it')}]"
 
 
 def repeated(n: int) -> str:

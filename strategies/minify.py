@@ -164,11 +164,15 @@ class Minify(Strategy[MinifyParams]):
     def _minified(self, message: Message, text: str, *, ctx: Context) -> str:
         repeats = self.params.min_repeats
         if ctx.memo is None:
-            return minify_text(text, repeats)
-        # The message's digest, not the text's: the request's token count has made it already, and hashing
-        # megabytes of tool output again was most of this strategy's time on a re-sent history.
-        key = b"minify:%d:" % repeats + ctx.digest(message)
-        return ctx.memo.get_or_compute(key, lambda: minify_text(text, repeats))
+            new = minify_text(text, repeats)
+        else:
+            # The message's digest, not the text's: the request's token count has made it already, and hashing
+            # megabytes of tool output again was most of this strategy's time on a re-sent history.
+            key = b"minify:%d:" % repeats + ctx.digest(message)
+            new = ctx.memo.get_or_compute(key, lambda: minify_text(text, repeats))
+        # A stub made of the minified text later names this one, which is what the client has.
+        ctx.rewrote(new, text)
+        return new
 
     def apply(self, messages: list[Message], ctx: Context) -> Applied:
         out, rewritten = rewrite_tool_results(messages, partial(self._minified, ctx=ctx), ctx.checkpoint)

@@ -14,6 +14,9 @@ class ModelLimits(BaseModel):
 
     context_window: int = Field(gt=0, description="Tokens the model reads and writes in one request.")
     max_output: int = Field(gt=0, description="Most tokens the model writes in one answer.")
+    extended_context_window: int | None = Field(
+        None, gt=0, description="The window when the request opts into a longer one (Anthropic's context-1m beta)."
+    )
 
 
 DEFAULT_LIMITS = ModelLimits(context_window=128_000, max_output=16_384)
@@ -44,14 +47,20 @@ class ModelTable:
         entries = {name: ModelLimits(**limits) for name, limits in data["models"].items()}
         return cls({**entries, **(overrides or {})}, default)
 
-    def lookup(self, model: str) -> ModelLimits:
-        found = self.find(model)
+    def lookup(self, model: str, extended: bool = False) -> ModelLimits:
+        """extended: the request opts into the model's longer window, where it has one."""
+        found = self.find(model, extended)
         return found[1] if found is not None else self.default
 
-    def find(self, model: str) -> tuple[str, ModelLimits] | None:
-        """The longest matching prefix and its limits; None when the table does not know the model."""
+    def find(self, model: str, extended: bool = False) -> tuple[str, ModelLimits] | None:
+        """The longest matching prefix and its limits (extended: as lookup); None when the table does not know
+        the model.
+        """
         name = normalise(model)
-        for prefix in self._prefixes:
-            if name.startswith(prefix):
-                return prefix, self._entries[prefix]
-        return None
+        prefix = next((p for p in self._prefixes if name.startswith(p)), None)
+        if prefix is None:
+            return None
+        limits = self._entries[prefix]
+        if extended and limits.extended_context_window:
+            limits = limits.model_copy(update={"context_window": limits.extended_context_window})
+        return prefix, limits

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 
 from .base import CHAIN, CONFIG_ONLY, Applied, Params, Strategy
 from .budget import KeptTurns, budget_field, low_water_field, turns_budget
-from .chain_syntax import ChainSyntaxError, StepSpec, format_chain, parse_chain
+from .chain_syntax import StepSpec, fallback_chain, format_chain, parse_chain
 from .context import Context
 from .conversation import is_pinned_role
 from .layout import Layout
@@ -82,13 +82,7 @@ class NotesParams(Params):
     @field_validator("fallback")
     @classmethod
     def _a_chain_without_notes(cls, value: str) -> str:
-        try:
-            specs = parse_chain(value)
-        except ChainSyntaxError as exc:
-            raise ValueError(str(exc)) from None
-        if any(spec.name == "notes" for spec in specs):
-            raise ValueError("the fallback chain must not contain notes itself")
-        return value
+        return fallback_chain(value, "notes")
 
 
 @dataclass(frozen=True)

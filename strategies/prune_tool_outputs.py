@@ -22,6 +22,7 @@ class PruneToolOutputs(Strategy[PruneToolOutputsParams]):
     """
 
     name = "prune_tool_outputs"
+    reversible = True
     params_model = PruneToolOutputsParams
     summary = "Cut every tool result longer than max_chars to its first max_chars characters plus a note."
 
@@ -29,7 +30,7 @@ class PruneToolOutputs(Strategy[PruneToolOutputsParams]):
         limit = self.params.max_chars
 
         def cut(message: Message, text: str) -> str:
-            return pruned(text, limit) if len(text) > limit else text
+            return pruned(text, limit, ctx.ref_for(text)) if len(text) > limit else text
 
         out, pruned_results = rewrite_tool_results(messages, cut, ctx.checkpoint)
         return Applied(out, {"pruned": pruned_results})

@@ -13,6 +13,7 @@ from .chain_syntax import StepSpec
 from .clear_tool_uses import ClearToolUses
 from .dedupe import Dedupe
 from .fit import Fit
+from .mask import Mask
 from .middle_out import MiddleOut
 from .minify import Minify
 from .none import Noop
@@ -35,6 +36,7 @@ BUILTINS: tuple[type[Strategy[Any]], ...] = (
     Minify,
     Dedupe,
     Notes,
+    Mask,
 )
 
 

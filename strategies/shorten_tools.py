@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
@@ -32,7 +33,7 @@ class ShortenToolsParams(Params):
     )
 
 
-def shorten_arguments(arguments: str, size: int) -> str:
+def shorten_arguments(arguments: str, size: int, ref_for: Callable[[str], str | None]) -> str:
     """Truncate the long strings inside JSON arguments, keeping the arguments valid JSON."""
     try:
         data = json.loads(arguments)
@@ -41,7 +42,7 @@ def shorten_arguments(arguments: str, size: int) -> str:
 
     def shorten(value: Any) -> Any:
         if isinstance(value, str):
-            return truncate_middle(value, size)
+            return truncate_middle(value, size, ref_for(value)) if len(value) > size else value
         if isinstance(value, list):
             return [shorten(v) for v in value]
         if isinstance(value, dict):
@@ -61,6 +62,7 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
     """
 
     name = "shorten_tools"
+    reversible = True
     params_model = ShortenToolsParams
     summary = "Keep the newest tool results whole, truncate a middle band, drop the oldest (pairs stay intact)."
 
@@ -88,11 +90,11 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
             text = text_of(messages[pair.result_index].get("content"))
             args = call_arguments(messages[pair.call_index], pair.call_id) or ""
             if not keep_output:
-                shortened = truncate_middle(text, 2 * p.short_string_length)
+                shortened = truncate_middle(text, 2 * p.short_string_length, ctx.ref_for(text))
                 if shortened != text:
                     results[pair.result_index] = text = shortened
             if not keep_call:
-                shortened = shorten_arguments(args, p.short_string_length)
+                shortened = shorten_arguments(args, p.short_string_length, ctx.ref_for)
                 if shortened != args:
                     arguments.setdefault(pair.call_index, {})[pair.call_id] = args = shortened
             seen_chars += len(text) + len(args)

@@ -111,6 +111,7 @@ class TokenCounter:
         for key, value in message.items():
             if key == WIRE_KEY:
                 count += _unseen_tokens(value)
+                texts.extend(_unseen_text(value))
                 continue
             if key == "name":
                 count += TOKENS_PER_NAME
@@ -129,6 +130,12 @@ def _unseen_tokens(value: Any) -> int:
     """
     tokens = value.get("tokens") if isinstance(value, dict) else None
     return min(max(tokens, 0), MAX_UNSEEN_TOKENS) if type(tokens) is int else 0
+
+
+def _unseen_text(value: Any) -> list[str]:
+    """Text a wire format says rides with a message unseen by the strategies but read by the model (thinking)."""
+    text = value.get("text") if isinstance(value, dict) else None
+    return [text] if isinstance(text, str) else []
 
 
 def _call_texts(value: Any) -> list[str]:

@@ -28,6 +28,9 @@ from .overflow import MAX_ERROR_BYTES, Overflow, parse_overflow
 from .store import Learned, LearnedStore
 
 Source = Literal["configured", "learned", "published", "table", "assumed"]
+# The wire formats whose upstream is upstream_base_url, which is asked what it publishes (the Anthropic API, of
+# /v1/messages, publishes no windows).
+PUBLISHING = frozenset({"chat.completions", "responses"})
 # A failed metadata lookup (the upstream down, a key it refused) is tried again after this long, not per request.
 DISCOVERY_RETRY_SECONDS = 60.0
 # Models whose assumed window has been warned about, per process: past this many, no more warnings.
@@ -81,11 +84,13 @@ class UpstreamModels:
         store = LearnedStore(backend, upstream, max_models) if backend is not None else None
         return cls(table, configured, default, store=store, calibrate=calibrate)
 
-    def resolve(self, model: str) -> Resolved:
-        """The model's limits and calibration for this request. Called from the compaction thread (cache I/O)."""
-        learned = self.store.get(model) if self.store is not None else Learned()
-        found = self.table.find(model)
-        published = self.published.window(model) if self.published is not None else None
+    def resolve(self, model: str, extended: bool = False, wire: str = "chat.completions") -> Resolved:
+        """The model's limits and calibration for a request in `wire`'s format (extended: it opts into the model's
+        longer window, ModelTable.lookup). Called from the compaction thread (cache I/O).
+        """
+        learned = self.store.get(model, wire) if self.store is not None else Learned()
+        found = self.table.find(model, extended)
+        published = self.published.window(model) if self.published is not None and wire in PUBLISHING else None
         limits: ModelLimits
         source: Source
         if found is not None and found[0] in self.configured:
@@ -101,9 +106,9 @@ class UpstreamModels:
             limits, source = ModelLimits(context_window=learned.window, max_output=limits.max_output), "learned"
         return Resolved(limits, source, learned.ratio if self.calibrate else 1.0)
 
-    def may_discover(self) -> bool:
+    def may_discover(self, wire: str = "chat.completions") -> bool:
         """Whether asking the upstream what it publishes is still to come (or may be tried again)."""
-        if self.store is None or self.published is not None:
+        if self.store is None or self.published is not None or wire not in PUBLISHING:
             return False
         last = self._discovered_at
         return last is None or time.monotonic() - last >= DISCOVERY_RETRY_SECONDS
@@ -145,17 +150,17 @@ class UpstreamModels:
             extra={"model": model, "assumed_context_window": self.default.context_window},
         )
 
-    def learn_overflow(self, model: str, overflow: Overflow, counted: int) -> bool:
+    def learn_overflow(self, model: str, wire: str, overflow: Overflow, counted: int) -> bool:
         """The upstream refused the request as too long: keep the window and the prompt size it stated (counted:
         the proxy's own uncalibrated count of what it sent). True when it stated a window to fit to.
         """
         if self.store is None:
             return False
         if overflow.prompt_tokens is not None and self.calibrate:
-            self.store.observe(model, counted, overflow.prompt_tokens)
+            self.store.observe(model, wire, counted, overflow.prompt_tokens)
         if overflow.limit is None:
             return False
-        self.store.learn_window(model, overflow.limit)
+        self.store.learn_window(model, wire, overflow.limit)
         logger.warning(
             "model %r: the upstream refused a prompt of %s tokens as over its context window of %d tokens; "
             "the window is learned",
@@ -166,9 +171,9 @@ class UpstreamModels:
         )
         return True
 
-    def observe_usage(self, model: str, counted: int, prompt_tokens: int) -> None:
+    def observe_usage(self, model: str, wire: str, counted: int, prompt_tokens: int) -> None:
         if self.store is not None and self.calibrate:
-            self.store.observe(model, counted, prompt_tokens)
+            self.store.observe(model, wire, counted, prompt_tokens)
 
     def close(self) -> None:
         if self.store is not None:

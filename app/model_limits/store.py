@@ -2,9 +2,10 @@
 redis:// shared by replicas): the window its context-length errors stated, and the ratio of its prompt token counts
 to the proxy's own (calibration).
 
-Keys are per upstream base URL and exact model name, hashed: nothing a client sends under one model name can change
-what is kept for another. Values come only from the upstream's answers and are bounded; a process writes at most
-max_models distinct models, so a client inventing model names cannot grow the cache without end.
+Keys are per upstream base URL, wire format (whose upstream and counts may differ) and exact model name, hashed:
+nothing a client sends under one model name can change what is kept for another. Values come only from the
+upstream's answers and are bounded; a process writes at most max_models distinct models, so a client inventing
+model names cannot grow the cache without end.
 """
 
 from __future__ import annotations
@@ -64,30 +65,30 @@ class LearnedStore:
         self._lock = threading.Lock()
         self._full_logged = False
 
-    def key(self, model: str) -> str:
-        digest = hashlib.sha256(f"{self.upstream}\0{model}".encode()).hexdigest()[:40]
+    def key(self, model: str, wire: str) -> str:
+        digest = hashlib.sha256(f"{self.upstream}\0{wire}\0{model}".encode()).hexdigest()[:40]
         return KEY_PREFIX + digest
 
-    def get(self, model: str) -> Learned:
+    def get(self, model: str, wire: str) -> Learned:
         """What is known of model; nothing when the cache fails (the request goes on with the defaults)."""
         try:
-            return Learned.decode(self.backend.get(self.key(model)))
+            return Learned.decode(self.backend.get(self.key(model, wire)))
         except CacheError as exc:
             logger.warning("the learned limits cannot be read from the cache: %s", type(exc).__name__)
             return Learned()
 
-    def learn_window(self, model: str, window: int) -> Learned:
+    def learn_window(self, model: str, wire: str, window: int) -> Learned:
         """The upstream said the model's window is `window`; kept when sane, the smaller of two."""
-        current = self.get(model)
+        current = self.get(model, wire)
         if not MIN_WINDOW <= window <= MAX_WINDOW:
             return current
         learned = Learned(min(window, current.window or window), current.ratio, current.samples)
-        self._put(model, learned)
+        self._put(model, wire, learned)
         return learned
 
-    def observe(self, model: str, counted: int, real: int) -> Learned:
+    def observe(self, model: str, wire: str, counted: int, real: int) -> Learned:
         """The upstream counted `real` prompt tokens where the proxy counted `counted` (uncalibrated)."""
-        current = self.get(model)
+        current = self.get(model, wire)
         if counted < MIN_SAMPLE_TOKENS or real <= 0:
             return current
         sample = clamp_ratio(real / counted)
@@ -96,20 +97,21 @@ class LearnedStore:
         if current.samples >= SETTLED_SAMPLES and abs(ratio - current.ratio) < SETTLED_CHANGE:
             return current  # settled: no write per request
         learned = Learned(current.window, ratio, min(current.samples + 1, 1_000_000))
-        self._put(model, learned)
+        self._put(model, wire, learned)
         return learned
 
-    def _put(self, model: str, learned: Learned) -> None:
+    def _put(self, model: str, wire: str, learned: Learned) -> None:
+        key = self.key(model, wire)
         with self._lock:
-            if model not in self._written:
+            if key not in self._written:
                 if len(self._written) >= self.max_models:
                     if not self._full_logged:
                         self._full_logged = True
                         logger.warning("learned limits: %d models already kept; no more are learned", self.max_models)
                     return
-                self._written.add(model)
+                self._written.add(key)
         try:
-            self.backend.put(self.key(model), learned.encode())
+            self.backend.put(key, learned.encode())
         except CacheError as exc:
             logger.warning("the learned limits cannot be written to the cache: %s", type(exc).__name__)
 

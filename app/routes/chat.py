@@ -1,114 +1,22 @@
-"""Chat completions and their dry run: read the body, compact it, forward it (or answer what would go).
-
-The same steps serve every wire format (routes.responses): each route names its format and upstream path.
-"""
+"""Chat completions and their dry run, through the steps every compacted route shares (routes.compacted)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ..compaction import Compacted
-from ..errors import ApiError
-from ..fitting import compact_known, send_fitted, usage_observer
-from ..headers import RETRIED
-from ..limits import read_body
 from ..openapi import CHAT_OPENAPI, CHAT_RESPONSES, COMPACT_OPENAPI, COMPACT_RESPONSES
-from ..services import services
-from ..wire import ChatCompletions, WireFormat, dump_json
+from ..wire import ChatCompletions
+from .compacted import compact_and_forward, dry_run
 
 router = APIRouter()
 logger = logging.getLogger("compaction_proxy.chat")
 
 
-async def read_and_compact(request: Request, *, tracked: bool, wire: WireFormat) -> Compacted | None:
-    """The request's body, read and compacted; None when the client went away meanwhile."""
-    svc = services(request)
-    raw = await read_body(request, svc.settings.max_body_bytes)
-    return await svc.compactor.compact_request(request, raw, tracked=tracked, wire=wire)
-
-
-def client_gone() -> Response:
-    # What nginx logs for a client that closed the connection before the answer: nobody reads this one.
-    return Response(status_code=499)
-
-
-async def compact_and_forward(request: Request, wire: WireFormat, path: str) -> Response:
-    """The request compacted in `wire`'s format, sent to the upstream's `path` (fitted to the model's window:
-    app.fitting), its answer relayed.
-    """
-    svc = services(request)
-    raw = await read_body(request, svc.settings.max_body_bytes)
-    compacted = await svc.compactor.compact_request(request, raw, tracked=True, wire=wire)
-    if compacted is not None:
-        compacted = await compact_known(request, svc, raw, wire, compacted)
-    sent = await send_fitted(request, svc, raw, wire, path, compacted) if compacted is not None else None
-    if compacted is None or sent is None:
-        return client_gone()
-    compacted, response = sent.compacted, sent.response
-    svc.metrics.compacted(compacted, wire.name)
-    result = compacted.result
-    logger.info(
-        "%s chain=%s tokens=%d->%d upstream_status=%d",
-        wire.name,
-        compacted.chain.spec,
-        result.tokens_before,
-        result.tokens_after,
-        response.status_code,
-        extra={
-            "wire": wire.name,
-            "chain": compacted.chain.spec,
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-            "upstream_status": response.status_code,
-            "fallback": compacted.fallback,
-            "prefix": compacted.prefix,
-            "retried": sent.retried,
-        },
-    )
-    headers = compacted.response_headers() + ([(RETRIED, b"context_length_exceeded")] if sent.retried else [])
-    observe = usage_observer(svc, compacted) if response.status_code == 200 else None
-    return svc.upstream.relay(response, f"POST {path}", headers, wire=wire, on_complete=observe)
-
-
-async def dry_run(request: Request, wire: WireFormat, sent: Callable[[Compacted], dict[str, Any]]) -> Response:
-    """What the route of `wire` would send upstream (sent(compacted): its conversation's fields), with per-step
-    stats. Nothing is forwarded.
-    """
-    compacted = await read_and_compact(request, tracked=False, wire=wire)
-    if compacted is None:
-        return client_gone()
-    if not compacted.counted:
-        raise ApiError(
-            503,
-            f"Compaction did not finish within compaction_deadline_seconds "
-            f"({services(request).settings.compaction_deadline_seconds:g} s); the request would be forwarded "
-            "uncompacted.",
-            type="server_error",
-            code="compaction_deadline",
-        )
-    result = compacted.result
-    body = {
-        **sent(compacted),
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "steps": [
-            {"strategy": s.strategy, "tokens_before": s.tokens_before, "tokens_after": s.tokens_after, "ms": s.ms}
-            | s.details
-            for s in result.steps
-        ],
-    }
-    response = Response(dump_json(body), media_type="application/json")
-    response.raw_headers.extend(compacted.response_headers())
-    return response
-
-
 @router.post("/v1/chat/completions", openapi_extra=CHAT_OPENAPI, responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
-    return await compact_and_forward(request, ChatCompletions(), "chat/completions")
+    return await compact_and_forward(request, ChatCompletions(), "chat/completions", logger)
 
 
 @router.post("/compact", openapi_extra=COMPACT_OPENAPI, responses=COMPACT_RESPONSES)

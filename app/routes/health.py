@@ -19,6 +19,12 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+@router.head("/", include_in_schema=False)
+async def reachable() -> Response:
+    """Claude Code's probe at start (HEAD /): the base URL answers."""
+    return Response()
+
+
 @router.get(
     "/readyz", responses={503: {"model": ErrorResponse, "description": "Shutting down, or large-request lane full."}}
 )

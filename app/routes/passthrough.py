@@ -4,6 +4,7 @@ from urllib.parse import unquote
 
 from fastapi import APIRouter, Request, Response
 
+from ..auth import Api
 from ..errors import ApiError
 from ..headers import upstream_request_headers
 from ..limits import limited_stream
@@ -45,10 +46,18 @@ def check_path(raw: str) -> None:
         raise ApiError(400, f"The path may not contain {problem}.", code="invalid_path")
 
 
+def _api(rest: str, request: Request) -> Api:
+    """Anthropic's upstream for its routes (/v1/messages/count_tokens, batches) and for any call one of its SDKs
+    makes (they all send anthropic-version, /v1/models included); the OpenAI-compatible one for the rest.
+    """
+    anthropic = rest.split("/", 1)[0] == "messages" or "anthropic-version" in request.headers
+    return "anthropic" if anthropic else "openai"
+
+
 # Not in /openapi.json: what these paths accept and answer is the upstream's contract, not the proxy's.
 @router.api_route("/v1/{path:path}", methods=METHODS, include_in_schema=False)
 async def passthrough(path: str, request: Request) -> Response:
-    """Every other /v1/* call (models, embeddings, files, ...) goes upstream unchanged, body streamed."""
+    """Every other /v1/* call (models, embeddings, files, count_tokens, ...) goes upstream unchanged, body streamed."""
     # The raw path keeps the client's percent-encoding exactly.
     raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1").split("?", 1)[0]
     rest = raw_path.removeprefix("/v1/")
@@ -64,5 +73,6 @@ async def passthrough(path: str, request: Request) -> Response:
         query=request.url.query,
         headers=upstream_request_headers(request.headers.raw, keep_content_length=True),
         content=body,
+        api=_api(rest, request),
     )
     return svc.upstream.relay(response, f"{request.method} {rest}")

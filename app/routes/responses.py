@@ -1,10 +1,11 @@
-"""OpenAI's Responses API: POST /v1/responses compacted like chat completions, its dry run, and the WebSocket
-mode refused or relayed (settings.responses_websocket). The other /v1/responses/* paths (compact, a stored
+"""OpenAI's Responses API: POST /v1/responses compacted like chat completions (routes.compacted), its dry run, and
+the WebSocket mode refused or relayed (settings.responses_websocket). The other /v1/responses/* paths (compact, a stored
 response, its input items, input token counts, cancel, delete) are the passthrough's.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request, Response, WebSocket
@@ -14,14 +15,15 @@ from ..openapi import COMPACT_RESPONSES_OPENAPI, COMPACT_RESPONSES_RESPONSES, RE
 from ..services import services
 from ..websocket_relay import refuse, relay
 from ..wire import Responses, parse_object
-from .chat import compact_and_forward, dry_run
+from .compacted import compact_and_forward, dry_run
 
 router = APIRouter()
+logger = logging.getLogger("compaction_proxy.responses")
 
 
 @router.post("/v1/responses", openapi_extra=RESPONSES_OPENAPI, responses=RESPONSES_RESPONSES)
 async def responses(request: Request) -> Response:
-    return await compact_and_forward(request, Responses(), "responses")
+    return await compact_and_forward(request, Responses(), "responses", logger)
 
 
 @router.post("/compact/responses", openapi_extra=COMPACT_RESPONSES_OPENAPI, responses=COMPACT_RESPONSES_RESPONSES)

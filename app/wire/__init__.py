@@ -11,13 +11,15 @@ JSON itself, in and out, is wire.json_body.
 from .base import Parsed, WireFormat
 from .chat import ChatCompletions
 from .json_body import dump_body, dump_json, parse_object
+from .messages import AnthropicMessages
 from .responses import Responses
 
 # Every format's name (WireFormat.name): the one value that names it wherever one must, e.g. a metric's label.
-WIRE_NAMES = (ChatCompletions.name, Responses.name)
+WIRE_NAMES = (ChatCompletions.name, Responses.name, AnthropicMessages.name)
 
 __all__ = [
     "WIRE_NAMES",
+    "AnthropicMessages",
     "ChatCompletions",
     "Parsed",
     "Responses",

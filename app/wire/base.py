@@ -15,6 +15,8 @@ class Parsed:
     model: str
     request: dict[str, Any]  # the rest of the body a strategy may read (tools, max_tokens, ...)
     stdlib: bool  # read by the stdlib's parser, so written back by it (lone surrogates)
+    # The request opts into the model's longer window (Anthropic's context-1m beta).
+    extended_context: bool = False
 
 
 class WireFormat(Protocol):
@@ -22,6 +24,12 @@ class WireFormat(Protocol):
 
     def parse(self, raw: bytes, max_depth: int) -> Parsed:
         """The body's conversation; a 400 ApiError in the format's own shape when it is not one."""
+        ...
+
+    def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
+        """The chain's messages with what this format must send whatever a strategy did put back (Anthropic: the
+        latest assistant turn whole); the messages themselves when nothing needs to be. Counted as sent.
+        """
         ...
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:

@@ -42,6 +42,9 @@ class ChatCompletions:
         request = {k: v for k, v in body.items() if k != "messages"}
         return Parsed(body, messages, model if isinstance(model, str) else "", request, stdlib)
 
+    def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
+        return messages  # any valid conversation the strategies leave is one chat completions takes
+
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         return dump_body({**parsed.body, "messages": messages}, parsed.stdlib)
 

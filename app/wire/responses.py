@@ -28,7 +28,7 @@ its changed text or arguments replaced; one a strategy made (notes) becomes a me
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from strategies import Message
@@ -80,6 +80,7 @@ BYTES_PER_TOKEN = 4
 
 @dataclass(frozen=True)
 class ParsedResponses(Parsed):
+    _: KW_ONLY  # after Parsed's fields with defaults
     items: list[Any]  # `input` as a list (a string input is one user message)
     originals: dict[int, Message]  # id(message) -> message, as parsed
     by_item: dict[int, Message]  # a message's first item -> the message as parsed
@@ -281,11 +282,14 @@ class Responses:
             model if isinstance(model, str) else "",
             _request(body),
             stdlib,
-            items,
-            {id(m): m for m in messages},
-            {m[WIRE_KEY]["items"][0]: m for m in messages if m[WIRE_KEY].get("items")},
-            frozenset(view.anchors),
+            items=items,
+            originals={id(m): m for m in messages},
+            by_item={m[WIRE_KEY]["items"][0]: m for m in messages if m[WIRE_KEY].get("items")},
+            anchors=frozenset(view.anchors),
         )
+
+    def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
+        return messages  # render pairs what the strategies left; nothing else must go whatever they did
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         if not isinstance(parsed, ParsedResponses):

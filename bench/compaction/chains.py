@@ -74,6 +74,7 @@ NOTES = {
     "clear_tool_uses": "trigger 100k, keep 3; clears in jumps, no epochs",
     "shorten_tools": "epochs of 20 tool calls, min_gain 0.35",
     "minify": "lossless",
+    "mask": "keep 10, epochs of 20 tool calls, min_gain 0.35; stubs with refs",
     "notes": "no summariser offline: its fallback chain (window) runs",
 }
 
@@ -109,6 +110,7 @@ def epoch_pairs(budget: int) -> list[EpochPair]:
     b = budget
     return [
         EpochPair("shorten_tools", "defaults", f"shorten_tools({RULE_ALONE})", "shorten_tools", "epochs"),
+        EpochPair("mask", "defaults", f"mask({RULE_ALONE})", "mask", "epochs"),
         EpochPair("window", "defaults", "window(low_water=1)", "window", "epochs", HYSTERESIS),
         EpochPair(
             "window", f"budget {b}", f"window(budget={b},low_water=1)", f"window(budget={b})", "epochs", HYSTERESIS
@@ -137,6 +139,22 @@ def candidates(budget: int) -> list[ChainCase]:
         ("minify,dedupe,middle_out", "lossless first, then middle_out with epochs"),
         ("dedupe,window", "without minify (its time)"),
         ("minify,window", "without dedupe"),
+        ("minify,dedupe,mask,window", "reversible masking: the newest 10 results whole, older ones stubs with refs"),
+        ("minify,dedupe,mask(keep=5),window", "the same, 5 whole"),
+        ("minify,dedupe,mask(keep=20),window", "the same, 20 whole"),
+        ("minify,dedupe,mask(epoch=10),window", "the same, epochs of 10 calls"),
+        ("minify,dedupe,mask(keep=5,epoch=10),window", "5 whole, epochs of 10 calls"),
+        ("minify,dedupe,mask(max_chars=16000),window", "masking, and new results cut to 16000 chars on arrival"),
+        ("minify,dedupe,mask(max_chars=8000),window", "masking, and new results cut to 8000 chars on arrival"),
+        ("minify,dedupe,mask(max_chars=4000),window", "masking, and new results cut to 4000 chars on arrival"),
+        ("minify,dedupe,mask(max_chars=2000),window", "masking, and new results cut to 2000 chars on arrival"),
+        ("minify,dedupe,mask(keep=5,max_chars=8000),window", "5 whole, new results cut to 8000 chars"),
+        ("minify,mask,window", "masking without dedupe"),
+        ("minify,dedupe,clear_tool_uses(trigger=0,keep=10),window", "clear_tool_uses as masking, from the start"),
+        (
+            "minify,dedupe,prune_tool_outputs(max_chars=2000),clear_tool_uses(trigger=0,keep=5),window",
+            "the issue's best saver, its stubs now reversible",
+        ),
     ]
     b = budget
     stack = f"minify,dedupe,clear_tool_uses(trigger={b}),window(budget={b})"

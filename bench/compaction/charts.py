@@ -83,7 +83,7 @@ def facts_vs_billed(corpora: list[Corpus], results: dict[str, list[ChainRun]], p
         points: dict[tuple[float, float], list[int]] = {}
         for n, run in enumerate(runs, start=1):
             x = round(100 * run.billed_openai / base.billed_openai, 1)
-            y = round(100 * run.seen.facts_kept / run.seen.facts, 1) if run.seen.facts else 0.0
+            y = round(100 * run.seen.facts_reachable / run.seen.facts, 1) if run.seen.facts else 0.0
             points.setdefault((x, y), []).append(n)
             ax.scatter(x, y, s=18, color=f"C{(n - 1) % 10}", label=f"{n} {run.chain}")
         for (x, y), numbers in points.items():

@@ -117,14 +117,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, help="tokens for the budget-bound chains (default 32000; smoke 8000)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic sessions")
     parser.add_argument("--model", default="gpt-4o", help="model whose tokenizer and context window apply")
-    parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
     parser.add_argument(
         "--wire",
         choices=sorted(FORMS),
         default="chat",
-        help="wire format every request is sent in: chat (messages) or responses (a Responses body through the "
-        "proxy's app.wire.Responses); the figures should not depend on it",
+        help="replay each request in this wire format's form, through it as the proxy compacts it, priced as its "
+        "provider caches it: chat (messages), responses (a Responses body through app.wire.Responses; the figures "
+        "should not depend on it), messages (Claude Code's shape through app.wire.AnthropicMessages, Anthropic's "
+        "breakpoint rules)",
     )
+    parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
     parser.add_argument(
         "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"

@@ -54,8 +54,8 @@ def _problems(chain: str, by_corpus: Mapping[str, Mapping[str, ChainRun]], agent
             found.append(f"{corpus}: {run.violations} invariant violations")
         if run.over_window_after:
             found.append(f"{corpus}: {run.over_window_after} requests over the window")
-        if corpus in agents and run.seen.facts_kept < run.seen.facts:
-            found.append(f"{corpus}: {run.seen.facts_kept}/{run.seen.facts} facts kept")
+        if corpus in agents and run.seen.facts_reachable < run.seen.facts:
+            found.append(f"{corpus}: {run.seen.facts_reachable}/{run.seen.facts} facts reachable")
     return found
 
 

@@ -12,6 +12,9 @@ Caching, per request against the previous request of the same conversation (what
 - The same hits priced two ways: OpenAI bills cached tokens at 50% of the input price; Anthropic bills cache
   reads at 10% and writes at 125%, and with a cache breakpoint at the end of every request (the usual set-up
   of agent loops) every uncached token of a prompt of at least 1024 tokens is written. Shorter prompts are not cached.
+- The Messages form (--wire messages) is priced by Anthropic's own rules on the body as sent (BreakpointCache):
+  explicit breakpoints, a prefix read only where it ends at an earlier breakpoint within 20 blocks of one of this
+  request's, written up to the last breakpoint.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import tiktoken
 
+from app.wire.cache_control import marker
 from strategies import Message
 from strategies.conversation import text_of
 from strategies.digests import message_bytes
@@ -113,12 +118,19 @@ class ConversationCache:
     def __init__(self, tokens: MessageTokens, tools_tokens: int) -> None:
         self._tokens = tokens
         self._head = tools_tokens
+        self.head_tokens = tools_tokens  # the tool definitions
         self._previous: list[tuple[bytes, array[int]]] = []
         # Messages a strategy left alone are the same objects from one request to the next: remembering them by
         # identity skips serialising and hashing them again. Holding the message keeps its id from being reused.
         self._known: dict[int, tuple[Any, bytes, array[int]]] = {}
 
-    def request(self, messages: list[Message]) -> CacheHit:
+    def request(self, messages: list[Message], tools_tokens: int | None = None) -> CacheHit:
+        """tools_tokens: the tool definitions of this request, when they differ from the conversation's (the
+        proxy's expand tool is added once a stub holds a ref); tools come first, so a change caches nothing.
+        """
+        changed = tools_tokens is not None and tools_tokens != self._head
+        if tools_tokens is not None:
+            self._head = tools_tokens
         known: dict[int, tuple[Any, bytes, array[int]]] = {}
         current: list[tuple[bytes, array[int]]] = []
         for message in messages:
@@ -136,7 +148,113 @@ class ConversationCache:
                 break
             shared += len(new)
         prompt = self._head + sum(len(tokens) for _, tokens in current) + REPLY_PRIMING
-        if first:
-            shared = 0  # the first request of a conversation finds nothing cached
+        if first or changed:
+            shared = 0  # the first request of a conversation (or with other tools) finds nothing cached
         self._previous, self._known = current, known
         return CacheHit(prompt, shared, openai_cached(shared))
+
+
+# --- Anthropic's explicit breakpoints, for the Messages form (--wire messages) ----------------------------------
+
+ANTHROPIC_LOOKBACK = 20  # blocks before a breakpoint at which the API still finds an earlier cache entry
+MESSAGE_FRAME = 3  # tokens framing each message, as the TokenCounter prices it
+
+
+@dataclass(frozen=True)
+class BreakpointHit:
+    prompt: int  # tokens of the whole request
+    read: int  # tokens read from the cache: the longest prefix up to an earlier request's breakpoint
+    written: int  # tokens written to it: from the read prefix to this request's last breakpoint
+
+    def billed(self) -> float:
+        """In units of the input price: the rest at 1x, writes at 1.25x (5-minute TTL), reads at 0.1x."""
+        plain = self.prompt - self.read - self.written
+        return plain + ANTHROPIC_WRITE_PRICE * self.written + ANTHROPIC_READ_PRICE * self.read
+
+
+def _block_text(block: Any) -> str:
+    if not isinstance(block, dict):
+        return str(block)
+    kind = block.get("type")
+    if kind == "tool_use":
+        return str(block.get("name", "")) + orjson.dumps(block.get("input")).decode()
+    if kind == "tool_result":
+        content = block.get("content")
+        return content if isinstance(content, str) else text_of(content)
+    if kind == "thinking":
+        return str(block.get("thinking", ""))
+    return str(block.get("text", "")) if kind == "text" else ""
+
+
+class BreakpointCache:
+    """One conversation's prompt cache under Anthropic's rules, request after request (all within the TTL):
+
+    - every breakpoint (cache_control on a tool, a system block or a message block, at most 4) writes the prefix up
+      to and including its block, if that prefix is at least 1024 tokens;
+    - a request reads the longest prefix written by an earlier one that ends at one of the ANTHROPIC_LOOKBACK blocks
+      up to one of its breakpoints, byte for byte the same up to there;
+    - it writes from there to its last breakpoint; what follows its last breakpoint is plain input.
+    Blocks are rendered in the API's order (tools, system, messages); a block's identity is its JSON without its
+    cache_control, with its message's role, and its tokens are those of the texts it holds (o200k, as counted).
+    """
+
+    def __init__(self, encoding: tiktoken.Encoding, tools_tokens: int) -> None:
+        self._encoding = encoding
+        self._tools_tokens = tools_tokens
+        self._entries: set[bytes] = set()
+        self._tokens: dict[bytes, int] = {}
+
+    def _count(self, key: bytes, block: Any) -> int:
+        count = self._tokens.get(key)
+        if count is None:
+            count = len(self._encoding.encode(_block_text(block), disallowed_special=()))
+            if len(self._tokens) > 500_000:
+                self._tokens.clear()
+            self._tokens[key] = count
+        return count
+
+    def request(self, body: dict[str, Any]) -> BreakpointHit:
+        blocks: list[tuple[str, Any]] = []  # (role, block) in the API's order; tools priced as one head
+        system = body.get("system")
+        for block in system if isinstance(system, list) else ([{"type": "text", "text": system}] if system else []):
+            blocks.append(("system", block))
+        framed: list[bool] = []
+        for message in body.get("messages", []):
+            content = message.get("content")
+            items = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            items = items if isinstance(items, list) else []
+            for n, block in enumerate(items):
+                blocks.append((str(message.get("role")), block))
+                framed.append(n == 0)
+        framed = [False] * (len(blocks) - len(framed)) + framed
+        digests: list[bytes] = []
+        ends: list[int] = []
+        breakpoints: list[int] = []
+        tools = body["tools"] if isinstance(body.get("tools"), list) else []
+        current = hashlib.blake2b(message_bytes({"tools": tools}), digest_size=16).digest()
+        total = self._tools_tokens
+        if any(isinstance(t, dict) and "cache_control" in t for t in tools):
+            digests.append(current)
+            ends.append(total)
+            breakpoints.append(0)
+        for (role, block), first in zip(blocks, framed, strict=True):
+            bare = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+            key = hashlib.blake2b(message_bytes({"role": role, "block": bare}), digest_size=16).digest()
+            current = hashlib.blake2b(current + key, digest_size=16).digest()
+            total += self._count(key, bare) + (MESSAGE_FRAME if first else 0)
+            digests.append(current)
+            ends.append(total)
+            if marker(block) is not None:
+                breakpoints.append(len(digests) - 1)
+        read = 0
+        for b in breakpoints:
+            for j in range(b, max(-1, b - ANTHROPIC_LOOKBACK), -1):
+                if digests[j] in self._entries:
+                    read = max(read, ends[j])
+                    break
+        written = 0
+        cacheable = [b for b in breakpoints if ends[b] >= ANTHROPIC_MIN_PROMPT]
+        if cacheable:
+            written = max(0, ends[cacheable[-1]] - read)
+            self._entries.update(digests[b] for b in cacheable)
+        return BreakpointHit(total + REPLY_PRIMING, read, written)

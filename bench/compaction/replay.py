@@ -4,7 +4,10 @@ Every prefix of a conversation that ends where the model answered is a request t
 through Chain.run as the proxy runs it (token counts before and after included in the time), with one
 TokenCounter per corpus and chain, so the per-message count cache is as warm as in a proxy that has seen the
 conversation grow, and no warmer. Then: the invariants (strategies.invariants, plus no mutation and byte-for-byte
-determinism, checked once per conversation), the prompt-cache model, and what the model can still see.
+determinism, checked once per conversation), the prompt-cache model, and what the model can still see and
+reach: where a value it needs is behind a stub, the simulated agent's expand rounds (bench.compaction.agent),
+billed, remembered and shown again in later requests as the proxy does. The proxy's expand tool counts in the
+tool definitions of every request it is offered on (a change of tools caches nothing).
 """
 
 from __future__ import annotations
@@ -14,18 +17,43 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies import Chain, Context, Encodings, Memo, ModelLimits, Registry, TokenCounter, encoding_for_model
-from strategies.digests import message_bytes
+import orjson
+
+from app.expansion.chat import TOOL as EXPAND_TOOL
+from app.expansion.rounds import Round, round_messages, with_rounds
+from strategies import (
+    Chain,
+    Context,
+    Encodings,
+    Memo,
+    Message,
+    ModelLimits,
+    Registry,
+    TokenCounter,
+    encoding_for_model,
+)
+from strategies.digests import message_bytes, message_digest, prefix_digests
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
+from strategies.refs import Originals, stub_refs
 
+from .agent import expand_limits, read_behind_refs
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
-from .prompt_cache import CacheHit, ConversationCache, MessageTokens, billed_anthropic, billed_openai
+from .prompt_cache import (
+    BreakpointCache,
+    BreakpointHit,
+    CacheHit,
+    ConversationCache,
+    MessageTokens,
+    billed_anthropic,
+    billed_openai,
+)
 from .visibility import Needs, Seen, conversation_needs
 from .wire_forms import FORMS, WireForm
 
 MAX_PROBLEMS_KEPT = 5
+NOTHING = Needs((), ())
 MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
 
 
@@ -52,8 +80,15 @@ class ChainRun:
     # Per request of the one conversation drawn in the charts: prompt tokens after, cached tokens.
     series_tokens: list[int] = field(default_factory=list)
     series_cached: list[int] = field(default_factory=list)
+    # The simulated agent's expand rounds (bench.compaction.agent), billed above with the requests.
+    rounds: int = 0
+    re_expansions: int = 0  # rounds expanding a ref the conversation had expanded before
+    tool_changes: int = 0  # requests whose tools differ from the request before's (the expand tool came or went)
 
-    def add(self, before: int, after: int, hit: CacheHit, window: int) -> None:
+    def add(self, before: int, after: int, hit: CacheHit, window: int, anthropic: BreakpointHit | None = None) -> None:
+        """anthropic: the request priced by Anthropic's breakpoint rules (the Messages form); else by the chat
+        form's model of them.
+        """
         self.requests += 1
         self.tokens_before += before
         self.tokens_after += after
@@ -62,6 +97,11 @@ class ChainRun:
         self.over_window_before += before > window
         self.over_window_after += after > window
         self.cached += hit.cached
+        self.billed_openai += billed_openai(hit.prompt, hit.cached)
+        self.billed_anthropic += anthropic.billed() if anthropic else billed_anthropic(hit.prompt, hit.cached)
+
+    def add_round(self, hit: CacheHit) -> None:
+        self.rounds += 1
         self.billed_openai += billed_openai(hit.prompt, hit.cached)
         self.billed_anthropic += billed_anthropic(hit.prompt, hit.cached)
 
@@ -75,13 +115,15 @@ class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
     def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
-        """form: the wire format each request is sent in (wire_forms.FORMS)."""
-        self.model = model
+        """form: the wire format each request is sent in (wire_forms.FORMS), and priced as its provider caches it."""
         self.form = form
+        self.model = model
         self.limits = limits
         self.registry = registry
+        self.max_rounds, self.max_chars = expand_limits()
         self.encodings = Encodings()
-        self.tokens = MessageTokens(self.encodings.get(encoding_for_model(model)))
+        self.encoding = self.encodings.get(encoding_for_model(model))
+        self.tokens = MessageTokens(self.encoding)
         # What each request needs to see depends on the conversation only: found once, used by every chain.
         self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
 
@@ -116,35 +158,86 @@ class Replayer:
 
         def context(request: Mapping[str, Any] = request) -> Context:
             # One per request, as in the proxy: a Context remembers message objects for the request it serves.
-            return Context(model=self.model, tokens=counter, limits=self.limits, request=request, memo=memo)
+            return Context(
+                model=self.model,
+                tokens=counter,
+                limits=self.limits,
+                request=request,
+                memo=memo,
+                expandable=self.form.expandable,
+            )
 
         snapshot = [message_bytes(m) for m in messages]
-        cache = ConversationCache(self.tokens, counter.count_tools(conversation.tools, self.model))
+        tools = conversation.tools or []
+        plain_head = counter.count_tools(tools, self.model)
+        offered_head = counter.count_tools([*tools, EXPAND_TOOL], self.model)
+        cache = ConversationCache(self.tokens, plain_head)
+        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.form.breakpoints else None
+        prefixes = prefix_digests(message_digest(m) for m in messages) if chain.reversible else []
+        remembered: list[Round] = []  # the expand rounds, as the proxy remembers them (app.expansion.memory)
+        expanded: set[str] = set()
         ends = answered_at(messages)
-        last: list[bytes] = []
+        last = b""
+        last_sent: list[Message] = []
+        head = plain_head
         for end in ends:
             prefix = messages[:end]
+            originals = Originals(prefix)
+            sent = with_rounds(prefix, prefixes, remembered, originals, self.max_chars) if remembered else prefix
             started = time.perf_counter()
-            result = self.form.run(chain, prefix, request, context)
+            replayed = self.form.run(chain, sent, request, context)
+            result = replayed.result
             out.ms.append((time.perf_counter() - started) * 1000)
             where = f"{conversation.id} request {end}"
-            for problem in compaction_problems(prefix, result.messages):
+            for problem in [*compaction_problems(replayed.seen, result.messages), *replayed.problems]:
                 out.problem(where, problem)
-            hit = cache.request(result.messages)
-            if hit.prompt != result.tokens_after:
+            # The proxy offers the expand tool while a stub's ref resolves (app.compaction).
+            offered = chain.reversible and any(originals.resolve(r) for r in stub_refs(result.messages))
+            new_head = offered_head if offered else plain_head
+            out.tool_changes += new_head != head and end != ends[0]
+            head = new_head
+            hit = cache.request(result.messages, head)
+            priced = breakpoints.request(orjson.loads(replayed.sent)) if breakpoints is not None else None
+            if priced is not None:
+                hit = CacheHit(priced.prompt, priced.read, priced.read)  # OpenAI's column: the same reads
+            elif hit.prompt != result.tokens_after + head - plain_head:
                 raise AssertionError(
                     f"{where}: cache model renders {hit.prompt} tokens, TokenCounter counts {result.tokens_after}"
                 )
-            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window)
-            if end in needs:
-                out.seen.check(needs[end], result.messages)
+            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window, priced)
+            need = needs.get(end, NOTHING)
+            missing = out.seen.check(need, result.messages)
+            if offered:
+                calls = self._read(need, missing, result.messages, originals, cache, head, out, expanded)
+                remembered += [Round(end, prefixes[end - 1].hex(), (call,)) for call in calls]
             if conversation.id == charted:
                 out.series_tokens.append(result.tokens_after)
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
-                last = [message_bytes(m) for m in result.messages]
-        again = self.form.run(chain, messages[: ends[-1]], request, context).messages if ends else []
-        if ends and [message_bytes(m) for m in again] != last:
+                last, last_sent = replayed.sent, sent
+        if ends and self.form.run(chain, last_sent, request, context).sent != last:
             out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
         if [message_bytes(m) for m in messages] != snapshot:
             out.problem(conversation.id, "the input messages were mutated")
+
+    def _read(
+        self,
+        needs: Needs,
+        missing: list[str],
+        compacted: list[Message],
+        originals: Originals,
+        cache: ConversationCache,
+        head: int,
+        out: ChainRun,
+        expanded: set[str],
+    ) -> list[tuple[str, str]]:
+        """The simulated agent's rounds at this request, each billed as the request it is; returns their calls."""
+        reading = read_behind_refs(missing, compacted, originals, self.max_rounds, self.max_chars, out.rounds)
+        sent = list(compacted)
+        for call, ref in zip(reading.calls, reading.refs, strict=True):
+            sent += round_messages([call], originals, self.max_chars)
+            out.add_round(cache.request(sent, head))
+            out.re_expansions += ref in expanded
+            expanded.add(ref)
+        out.seen.reached(needs, reading.found)
+        return reading.calls

@@ -1,8 +1,9 @@
 """What the model can still see after compaction: planted facts, and the values its next tool call used.
 
 - Fact survival (synthetic corpora): at the request that needs a planted fact, is its current value anywhere in
-  the compacted request (text and call arguments, notes included once a strategy writes notes)? When it is
-  not, is only an outdated value there ("stale": the model would answer with a superseded decision)?
+  the compacted request (text and call arguments, notes included once a strategy writes notes): "visible"? When
+  it is not, is it behind a stub's ref (the simulated agent expands it: "reachable"), and is only an outdated
+  value there ("stale": the model would answer with a superseded decision)?
 - Argument recall (every corpus): the strings of at least 4 characters in the arguments of the tool calls the
   model made next that it can only have taken from earlier in the conversation, i.e. they occur in a message
   compaction may touch and in none it must keep (system, first and last user message). Share still visible in
@@ -66,19 +67,40 @@ def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[
 
 @dataclass
 class Seen:
+    """Needed values, visible in the compacted request, and reachable (visible, or behind a ref the simulated
+    agent expands: bench.compaction.agent)."""
+
     facts: int = 0
-    facts_kept: int = 0
+    facts_visible: int = 0
+    facts_reachable: int = 0
     facts_stale: int = 0
     values: int = 0
-    values_kept: int = 0
+    values_visible: int = 0
+    values_reachable: int = 0
 
-    def check(self, needs: Needs, compacted: list[Message]) -> None:
+    def check(self, needs: Needs, compacted: list[Message]) -> list[str]:
+        """Count what the request sees; returns the needed values it does not (for the agent to look up)."""
         haystack = "\n".join(message_text(m) for m in compacted)
+        missing: list[str] = []
         for probe in needs.probes:
             self.facts += 1
             if probe.value in haystack:
-                self.facts_kept += 1
-            elif any(old in haystack for old in probe.stale):
-                self.facts_stale += 1
+                self.facts_visible += 1
+                self.facts_reachable += 1
+            else:
+                missing.append(probe.value)
+                if any(old in haystack for old in probe.stale):
+                    self.facts_stale += 1
         self.values += len(needs.values)
-        self.values_kept += sum(1 for v in needs.values if v in haystack)
+        for value in needs.values:
+            if value in haystack:
+                self.values_visible += 1
+                self.values_reachable += 1
+            else:
+                missing.append(value)
+        return missing
+
+    def reached(self, needs: Needs, found: set[str]) -> None:
+        """The missing values the agent's rounds brought back."""
+        self.facts_reachable += sum(1 for probe in needs.probes if probe.value in found)
+        self.values_reachable += sum(1 for value in needs.values if value in found)

@@ -68,7 +68,7 @@ class Case:
 
 CASES = [
     Case("none", ("chat", "tools")),
-    Case("minify,dedupe,window", ("chat", "tools", "escapes")),
+    Case("minify,mask,window", ("chat", "tools", "escapes")),
     Case("minify", ("tools", "escapes")),
     Case("dedupe", ("tools",)),
     Case("window", ("chat", "pinned")),
@@ -80,6 +80,8 @@ CASES = [
     Case("shorten_tools(epoch=1,min_gain=1)", ("tools",)),
     Case("prune_tool_outputs(max_chars=0)", ("tools",)),
     Case("clear_tool_uses(trigger=0,keep=1)", ("tools",)),
+    Case("mask(keep=1,epoch=1,min_gain=0.01)", ("tools",)),  # a jump on every request: the rule at its most
+    Case("mask(keep=1,max_chars=1)", ("tools",)),
     Case("trim_bulky", ("chat",)),
     Case("notes(budget=200,prepare_at=1)", ("chat",), notes=True),
 ]

@@ -38,7 +38,8 @@ def start_proxy(standin: StandInUpstream) -> ProxyFactory:
 
     @contextmanager
     def start(registry: Registry | None = None, **overrides: Any) -> Iterator[LoopbackServer]:
-        settings = Settings(**{"upstream_base_url": f"{standin.url}/v1", **overrides})  # type: ignore[attr-defined]
+        where = {"upstream_base_url": f"{standin.url}/v1", "anthropic_base_url": standin.url}  # type: ignore[attr-defined]
+        settings = Settings(**{**where, **overrides})
         # Served as the CLI serves it: the proxy's own protocol class and client limits.
         with LoopbackServer(create_app(settings, registry=registry), settings) as server:
             yield server

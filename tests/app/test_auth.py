@@ -124,3 +124,22 @@ def test_passthrough_mode_forwards_the_clients_key(client: openai.OpenAI, upstre
     client.chat.completions.create(model="gpt-4o", messages=HI)
     client.models.list()
     assert [r.headers["authorization"] for r in upstream.received] == ["Bearer sk-test-key"] * 2
+
+
+def test_x_api_key_carries_a_proxy_key_too_and_never_goes_upstream(
+    keyed: LoopbackServer, upstream: StandInUpstream
+) -> None:
+    response = httpx.post(
+        f"{keyed.url}/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": HI},
+        headers={"x-api-key": PROXY_KEYS[1]},
+    )
+    assert response.status_code == 200
+    assert upstream.last().headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert "x-api-key" not in upstream.last().headers
+    wrong = httpx.post(f"{keyed.url}/v1/messages", json={"messages": HI}, headers={"x-api-key": "sk-nope"})
+    assert wrong.status_code == 401
+    assert wrong.json() == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "Incorrect API key provided."},
+    }

@@ -35,7 +35,8 @@ Serve = Callable[..., AbstractContextManager[LoopbackServer]]
 def serve(upstream: StandInUpstream) -> Serve:
     @contextmanager
     def serve(http: type[asyncio.Protocol] = HttpToolsLimited, **overrides: Any) -> Iterator[LoopbackServer]:
-        settings = Settings(upstream_base_url=f"{upstream.url}/v1", **overrides)  # type: ignore[attr-defined]
+        where = {"upstream_base_url": f"{upstream.url}/v1", "anthropic_base_url": upstream.url}  # type: ignore[attr-defined]
+        settings = Settings(**{**where, **overrides})
         with LoopbackServer(create_app(settings), settings, http=http) as server:
             yield server
 
@@ -53,6 +54,13 @@ def until_closed(sock: socket.socket) -> bytes:
         received += chunk
     sock.close()
     return received
+
+
+def anthropic_error_of(raw: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    answer = json.loads(body)
+    assert answer["type"] == "error" and set(answer) == {"type", "error"}
+    return int(head.split(b" ", 2)[1]), answer["error"]
 
 
 def error_of(raw: bytes) -> tuple[int, dict[str, Any]]:
@@ -231,3 +239,25 @@ def test_at_start_up_the_open_file_limit_is_raised_for_the_connections(
         == f"raised the open-file limit (RLIMIT_NOFILE) from 1024 to {expected} for client connections"
     )
     assert [e["level"] for e in logged] == (["info"] if expected == needed else ["info", "warning"])
+
+
+@PROTOCOLS
+def test_on_the_messages_route_the_protocol_layer_answers_in_anthropics_shape(
+    serve: Serve, upstream: StandInUpstream, http: type[asyncio.Protocol]
+) -> None:
+    with serve(http, request_body_timeout_seconds=SHORT) as proxy:
+        big = connect(proxy)
+        big.sendall(b"POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n")
+        malformed = connect(proxy)
+        malformed.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+        stalled = connect(proxy)
+        stalled.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        answers = [anthropic_error_of(until_closed(sock)) for sock in (big, malformed, stalled)]
+    assert [status for status, _ in answers] == [431, 400, 408]
+    assert [error["type"] for _, error in answers] == [
+        "invalid_request_error",
+        "invalid_request_error",
+        "timeout_error",
+    ]
+    assert "max_header_bytes" in answers[0][1]["message"]
+    assert upstream.received == []

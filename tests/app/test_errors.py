@@ -8,6 +8,7 @@ import httpx
 from fastapi import Request
 
 from app import Settings, create_app
+from tests.app.conftest import ProxyFactory
 from tests.support.logs import captured_logs, parsed
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
@@ -54,3 +55,16 @@ def test_compact_answers_text_only_the_stdlib_can_write(proxy: LoopbackServer, u
     assert response.headers["content-type"] == "application/json"
     assert json.loads(response.content)["messages"] == [{"role": "user", "content": "a\ud800b"}]
     assert upstream.received == []
+
+
+def test_on_the_messages_route_a_500_and_a_413_are_in_anthropics_shape(start_proxy: ProxyFactory) -> None:
+    with start_proxy(max_body_bytes=1000) as proxy:
+        proxy.server.config.app.state.services.compactor.compact_sync = None  # a bug: calling it raises
+        broken = httpx.post(f"{proxy.url}/v1/messages", json={"messages": []})
+        too_large = httpx.post(f"{proxy.url}/v1/messages", content=b"x" * 2000)
+    assert broken.status_code == 500
+    assert broken.json() == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "The proxy failed to handle the request."},
+    }
+    assert too_large.status_code == 413 and too_large.json()["error"]["type"] == "request_too_large"

@@ -38,7 +38,7 @@ def test_json_lines_with_the_request_id_on_every_line_of_a_request(upstream: Sta
     ids = {"client-trace-1", "client-trace-2", generated}
     chat = [e for e in entries if e["logger"] == "compaction_proxy.chat"]
     assert sorted(e["request_id"] for e in chat) == sorted(ids)
-    assert all(e["chain"] == "minify,dedupe,window" and e["tokens_before"] > 0 for e in chat)
+    assert all(e["chain"] == "minify,mask,window" and e["tokens_before"] > 0 for e in chat)
     [broken] = [e for e in entries if e["logger"] == "compaction_proxy.upstream"]
     assert broken["level"] == "warning" and broken["request_id"] == "client-trace-2"
     # httpcore's DEBUG lines quote every header, values included: quiet even at debug.
@@ -82,7 +82,7 @@ def test_text_lines_carry_the_request_id_too(upstream: StandInUpstream) -> None:
         proxy.terminate()
         assert proxy.wait() == 0
     [line] = [line for line in proxy.lines if "compaction_proxy.chat" in line]
-    assert " INFO compaction_proxy.chat [client-trace-9] chat.completions chain=minify,dedupe,window" in line
+    assert " INFO compaction_proxy.chat [client-trace-9] chat.completions chain=minify,mask,window" in line
     assert not [line for line in proxy.lines if line.startswith("{")]
 
 

@@ -12,6 +12,7 @@ from tests.support.servers import closed_port
 from tests.support.upstream import StandInUpstream
 
 HI = [{"role": "user", "content": "hi"}]
+PROMPT_TOKENS = "compaction_proxy_prompt_tokens_total"
 CHAT = "/v1/chat/completions"
 
 

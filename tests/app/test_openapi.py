@@ -24,7 +24,7 @@ from tests.support.servers import LoopbackServer
 
 # Small enough that some generated bodies pass it, so 413s are generated and checked too.
 BODY_LIMIT = 4096
-FUZZED = r"^/(compact|v1/chat/completions|v1/responses|compact/responses)$"
+FUZZED = r"^/(compact|v1/chat/completions|v1/responses|compact/responses|v1/messages|compact/messages)$"
 EXAMPLES = 160  # per generation mode, the four routes together
 # Which statuses may happen is the schema's business (status_code_conformance); these look at what came back.
 CHECKS = [

@@ -213,10 +213,12 @@ def test_cache_fields_reach_upstream_untouched_compacted_or_not(
         **CACHE_FIELDS,
         **UNKNOWN_FIELDS,
     }
-    # Compacted: only the messages differ, and the other fields keep their order and values.
-    assert compacted["messages"] != messages and "[... output truncated" in json.dumps(compacted["messages"])
-    assert list(compacted) == list(untouched)
-    assert {k: v for k, v in compacted.items() if k != "messages"} == {
+    # Compacted: only the messages differ (and the expand tool the stubs call for is added after them), and the
+    # other fields keep their order and values.
+    assert compacted["messages"] != messages and "[... output truncated: " in json.dumps(compacted["messages"])
+    assert list(compacted) == [*untouched, "tools"]
+    assert [t["function"]["name"] for t in compacted["tools"]] == ["compaction_expand"]
+    assert {k: v for k, v in compacted.items() if k not in ("messages", "tools")} == {
         k: v for k, v in untouched.items() if k != "messages"
     }
     assert compacted["big"] == 12345678901234567890 and isinstance(compacted["big"], int)

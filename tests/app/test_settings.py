@@ -29,7 +29,7 @@ def config_file(tmp_path: Path) -> Path:
 def test_defaults() -> None:
     settings = Settings()
     assert settings.upstream_base_url == "https://api.openai.com/v1"
-    assert settings.default_strategies == "minify,dedupe,window"
+    assert settings.default_strategies == "minify,mask,window"
     assert (settings.host, settings.port) == ("127.0.0.1", 8080)
 
 
@@ -124,9 +124,9 @@ def test_cli_serves(tmp_path: Path) -> None:
 
 
 UPSTREAM_SECRET = "sk-upstream-SECRET-0123456789"
-# Either key would be spent by whoever reaches the port: the upstream one on every request, the summariser one
+# Each key would be spent by whoever reaches the port: the upstream ones on every request, the summariser one
 # on every request that asks for the notes strategy.
-UNGUARDED_KEYS = pytest.mark.parametrize("setting", ["upstream_api_key", "summariser_api_key"])
+UNGUARDED_KEYS = pytest.mark.parametrize("setting", ["upstream_api_key", "anthropic_api_key", "summariser_api_key"])
 
 
 @UNGUARDED_KEYS

@@ -23,7 +23,7 @@ def run(
     """A ChainRun billed `openai` / `anthropic` (relative to a `none` billed 100 under both price models)."""
     out = ChainRun(corpus, chain, over_window_after=over, violations=violations, ms=[ms, ms, ms])
     out.billed_openai, out.billed_anthropic = openai, openai if anthropic is None else anthropic
-    out.seen = Seen(facts=facts[1], facts_kept=facts[0])
+    out.seen = Seen(facts=facts[1], facts_visible=facts[0], facts_reachable=facts[0])
     return out
 
 
@@ -64,7 +64,7 @@ def test_a_chain_that_loses_a_fact_or_passes_the_window_or_breaks_an_invariant_i
         )
     )
     problems = {s.chain: s.problems for s in found}
-    assert problems["forgets"] == ("agent: 7/8 facts kept",)
+    assert problems["forgets"] == ("agent: 7/8 facts reachable",)
     assert problems["overflows"] == ("agent: 1 requests over the window",)
     assert problems["keeps"] == ("chat: 1 invariant violations",)
     chosen = choose(found)

@@ -119,6 +119,13 @@ clear_tool_uses = st.builds(
 trim_bulky = st.integers(0, 3).map(lambda n: StepSpec("trim_bulky", {"keep_last": n}))
 minify = st.integers(2, 4).map(lambda n: StepSpec("minify", {"min_repeats": n}))
 dedupe = st.integers(0, 300).map(lambda n: StepSpec("dedupe", {"min_chars": n}))
+mask = st.builds(
+    dict,
+    keep=st.integers(0, 4),
+    epoch=epoch_calls,
+    min_gain=min_gains,
+    max_chars=st.one_of(st.none(), st.integers(1, 500)),
+).map(lambda p: StepSpec("mask", without_none(p)))
 # shorten_tools has the most paths (budget, three tiers, arguments), so it is drawn most often.
 steps = st.one_of(
     st.just(StepSpec("none")),
@@ -132,4 +139,5 @@ steps = st.one_of(
     trim_bulky,
     minify,
     dedupe,
+    mask,
 )

@@ -5,6 +5,7 @@ return it with their messages, strategies.base.Applied), and the design's invari
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,16 @@ class RecordingContext(Context):
     """A Context that keeps what the last strategy run through `apply` found out."""
 
     details: dict[str, Any] = field(default_factory=dict)
+
+
+def ref(text: str) -> str:
+    """A stub's ref, written out independently of strategies.refs: 10 hex digits of the text's SHA-256."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
+def expand_hint(text: str) -> str:
+    """How every stub says its content comes back."""
+    return f'call compaction_expand with ref="{ref(text)}"'
 
 
 def apply(strategy: Strategy[Any], messages: list[Message], ctx: Context) -> list[Message]:

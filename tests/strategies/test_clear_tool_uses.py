@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import Any
 
@@ -15,39 +14,24 @@ from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
 from strategies.conversation import is_tool_result, text_of
 from strategies.invariants import pairing_problems
 from strategies.messages import Message
-from tests.factories import (
-    agent_loop,
-    assistant,
-    call,
-    calls,
-    legacy_call,
-    legacy_result,
-    output,
-    parts,
-    result,
-    user,
-)
+from tests.factories import agent_loop, assistant, call, calls, legacy_call, legacy_result, output, parts, result, user
 from tests.strategies.generators import conversations
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expand_hint, keeps_the_invariants, ref
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
     return apply(ClearToolUses(ClearToolUsesParams(**params)), messages, ctx)
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
 def cleared(name: str, text: str, arguments: str | None = None) -> str:
     """The placeholder format, written out independently of the strategy."""
-    args = f"; arguments {len(arguments)} chars, sha256 {digest(arguments)}" if arguments is not None else ""
-    return f"[cleared: result of tool {name}, {len(text)} chars, sha256 {digest(text)}{args}]"
+    args = f'; its arguments too: {len(arguments):,} chars, ref="{ref(arguments)}"' if arguments is not None else ""
+    return f"[{name} output elided: {len(text):,} chars; {expand_hint(text)} to see it{args}]"
 
 
 def cleared_ids(messages: list[Message]) -> list[str]:
     results = [m for m in messages if m["role"] == "tool"]
-    return [m["tool_call_id"] for m in results if text_of(m["content"]).startswith("[cleared: ")]
+    return [m["tool_call_id"] for m in results if " output elided: " in text_of(m["content"])]
 
 
 def gain(ctx: Context, message: Message) -> int:
@@ -147,7 +131,7 @@ def test_a_write_with_a_tiny_result_is_worth_clearing_only_with_its_inputs(ctx: 
     messages = [user("go"), call("a", "write", args), result("a", "ok"), call("b"), result("b", "ok")]
     assert clear(messages, ctx, trigger=0, keep=1) == messages  # a placeholder longer than "ok" saves nothing
     out = clear(messages, ctx, trigger=0, keep=1, clear_tool_inputs=True)
-    assert out[1] == call("a", "write", "{}") and out[2]["content"].startswith("[cleared: result of tool write, 2 ")
+    assert out[1] == call("a", "write", "{}") and out[2]["content"].startswith("[write output elided: 2 ")
 
 
 def test_parallel_calls_are_cleared_one_by_one_and_stay_paired(ctx: Context) -> None:
@@ -220,7 +204,7 @@ def test_invariants_hold(counter: TokenCounter, messages: list[Message], p: dict
         if after is before:
             continue
         if is_tool_result(before):
-            assert text_of(after["content"]).startswith("[cleared: result of tool run, ")
+            assert text_of(after["content"]).startswith("[run output elided: ")
             assert {**after, "content": None} == {**before, "content": None}
         elif "function_call" in before:  # only call arguments change, to the stub
             assert after == {**before, "function_call": {**before["function_call"], "arguments": "{}"}}
@@ -250,3 +234,11 @@ def test_growing_requests_keep_a_byte_identical_prefix_until_the_cleared_set_jum
         else:
             assert tokens - tokens_before >= p["clear_at_least"]  # and in steps worth a cache miss
         previous, cleared_before, tokens_before = out, count, tokens
+
+
+def test_a_request_that_asks_the_provider_to_clear_is_left_to_it(counter: TokenCounter) -> None:
+    messages = [user("task"), *[m for i in range(6) for m in (call(f"c{i}"), result(f"c{i}", "x" * 4000))]]
+    edits = {"edits": [{"type": "clear_thinking_20251015"}, {"type": "clear_tool_uses_20250919", "keep": 3}]}
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, request={"context_management": edits})
+    assert apply(ClearToolUses(ClearToolUsesParams(trigger=0, keep=1)), messages, ctx) == messages
+    assert ctx.details["provider_clears"] is True

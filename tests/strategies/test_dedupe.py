@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import Any
 
@@ -26,7 +25,7 @@ from tests.factories import (
     user,
 )
 from tests.strategies.generators import characters, conversations
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expand_hint, keeps_the_invariants
 
 
 def dedupe(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -35,8 +34,7 @@ def dedupe(messages: list[Message], ctx: Context, **params: Any) -> list[Message
 
 def pointer(call_id: str, text: str) -> str:
     """The pointer format, written out independently of strategies.dedupe."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"[same output as tool call {call_id} above: {len(text)} chars, sha256 {digest}]"
+    return f"[same output as tool call {call_id} above: {len(text):,} chars; {expand_hint(text)} to see it]"
 
 
 def test_a_repeated_result_points_to_the_first_copy_which_stays(ctx: Context) -> None:
@@ -46,7 +44,7 @@ def test_a_repeated_result_points_to_the_first_copy_which_stays(ctx: Context) ->
     out = dedupe(messages, ctx)
     assert out[:5] == messages[:5] and all(a is b for a, b in zip(out[:6], messages[:6], strict=True))
     assert out[6] == result("c", pointer("a", text)) and out[7] == result("d", pointer("a", text))
-    assert out[6]["content"] == f"[same output as tool call a above: 300 chars, sha256 {out[6]['content'][-9:-1]}]"
+    assert out[6]["content"] == f"[same output as tool call a above: 300 chars; {expand_hint(text)} to see it]"
 
 
 def test_content_part_lists_compare_by_text_and_keep_their_other_parts(ctx: Context) -> None:

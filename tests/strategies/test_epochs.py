@@ -100,7 +100,7 @@ def test_a_jump_that_does_not_pay_for_the_rewritten_cache_waits(counter: TokenCo
     request = [system("s"), user("task"), call("c0"), result("c0", output(0, 4000)), call("c1"), result("c1", "ok")]
     assert request_ends(request) == [2, 4, 6]
     out, details = run(Trim(TrimParams(max_chars=100, epoch=1)), request, counter)
-    assert details["jumps"] >= 1 and "[... output truncated ...]" in out[3]["content"]
+    assert details["jumps"] >= 1 and "[... output truncated: " in out[3]["content"]
     out, details = run(Trim(TrimParams(max_chars=100, epoch=1, min_gain=1)), request, counter)
     assert details["evaluated"] == 2 and details["jumps"] == 0 and out == request
 

@@ -1,34 +1,38 @@
-"""The markers that say what was removed (strategies.markers)."""
+"""The stubs that say what was removed and how to get it back (strategies.markers)."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
-from strategies.markers import short_hash, truncate_middle
+from strategies.markers import elided, pruned, same_as, truncate_middle
+
+REF = "0a1b2c3d4e"
+HINT = f'call compaction_expand with ref="{REF}"'
 
 
-def sha8(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-def test_truncate_middle_keeps_head_and_tail_around_a_marker() -> None:
+def test_truncate_middle_keeps_head_and_tail_around_a_stub_with_the_ref() -> None:
     text = "".join(f"{i:04d}" for i in range(250))  # 1000 characters
-    assert truncate_middle(text, 100) == f"Truncated (1000): {text[:50]}<...1000 - {sha8(text)}...>{text[-50:]}"
+    stub = f"[... 900 of 1,000 chars elided; {HINT} to see them all ...]"
+    assert truncate_middle(text, 100, REF) == text[:50] + stub + text[-50:]
 
 
 def test_truncate_middle_odd_size_gives_the_extra_character_to_the_head() -> None:
     text = "x" * 500 + "y" * 500
-    assert truncate_middle(text, 7) == f"Truncated (1000): xxxx<...1000 - {sha8(text)}...>yyy"
+    assert truncate_middle(text, 7, REF).startswith("xxxx[... 993 of 1,000 chars elided;")
+    assert truncate_middle(text, 7, REF).endswith("...]yyy")
 
 
-@pytest.mark.parametrize("length", [0, 100, 120])
-def test_truncate_middle_leaves_text_the_marker_would_not_shorten(length: int) -> None:
+@pytest.mark.parametrize("length", [0, 100, 120, 190])
+def test_truncate_middle_leaves_text_the_stub_would_not_shorten(length: int) -> None:
     text = "z" * length
-    assert truncate_middle(text, 100) is text
+    assert truncate_middle(text, 100, REF) is text
 
 
-def test_short_hash_is_eight_hex_digits_of_sha256_even_for_lone_surrogates() -> None:
-    assert short_hash("hello") == "2cf24dba"
-    assert len(short_hash("a\ud800b")) == 8
+def test_every_stub_names_the_tool_and_the_ref_it_is_given() -> None:
+    text = "a\ud800b" * 1000  # lone surrogates, as clients can send them
+    assert elided("read_file", text, REF) == f"[read_file output elided: 3,000 chars; {HINT} to see it]"
+    assert elided("", "x", REF) == f"[tool output elided: 1 chars; {HINT} to see it]"
+    with_inputs = elided("w", "out", REF, ('{"a": 1}', "ffffffffff"))
+    assert with_inputs == f'[w output elided: 3 chars; {HINT} to see it; its arguments too: 8 chars, ref="ffffffffff"]'
+    assert pruned(text, 5, REF) == f"{text[:5]}\n[... output truncated: 3,000 chars in all; {HINT} to see it]"
+    assert same_as("call_7", text, REF) == f"[same output as tool call call_7 above: 3,000 chars; {HINT} to see it]"

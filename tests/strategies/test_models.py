@@ -31,7 +31,24 @@ def table() -> ModelTable:
     ],
 )
 def test_common_models_by_longest_prefix(table: ModelTable, model: str, window: int, output: int) -> None:
-    assert table.lookup(model) == ModelLimits(context_window=window, max_output=output)
+    limits = table.lookup(model)
+    assert (limits.context_window, limits.max_output) == (window, output)
+
+
+@pytest.mark.parametrize(
+    ("model", "window", "extended"),
+    [
+        ("claude-opus-4-8", 200_000, 1_000_000),
+        ("claude-sonnet-4-5-20250929", 200_000, 1_000_000),
+        ("claude-haiku-4-5-20251001", 200_000, 200_000),  # no longer window to opt into
+        ("claude-opus-5-5", 1_000_000, 1_000_000),
+    ],
+)
+def test_claude_models_and_the_window_a_request_opts_into(
+    table: ModelTable, model: str, window: int, extended: int
+) -> None:
+    assert table.lookup(model).context_window == window
+    assert table.lookup(model, extended=True).context_window == extended
 
 
 def test_unknown_models_get_the_configured_default() -> None:

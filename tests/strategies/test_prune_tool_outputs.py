@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 
 from strategies import Context
 from strategies.messages import Message
 from strategies.prune_tool_outputs import PruneToolOutputs, PruneToolOutputsParams
 from tests.factories import assistant, call, legacy_call, legacy_result, output, parts, result, system, user
-from tests.strategies.harness import apply
+from tests.strategies.harness import apply, expand_hint
 
 
 def prune(messages: list[Message], ctx: Context, **params: int) -> list[Message]:
@@ -15,15 +14,14 @@ def prune(messages: list[Message], ctx: Context, **params: int) -> list[Message]
 
 
 def pruned(text: str, max_chars: int) -> str:
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:max_chars]}\n[... output truncated ...] ({len(text)} chars, sha256 {digest})"
+    return f"{text[:max_chars]}\n[... output truncated: {len(text):,} chars in all; {expand_hint(text)} to see it]"
 
 
 def test_a_long_result_keeps_exactly_its_first_max_chars_and_a_note(ctx: Context) -> None:
     text = output(0, 5000)
     out = prune([user("go"), call("a"), result("a", text)], ctx)
     assert out[2] == result("a", pruned(text, 4000))
-    assert out[2]["content"].startswith(text[:4000] + "\n[... output truncated ...] (5000 chars, sha256 ")
+    assert out[2]["content"].startswith(text[:4000] + "\n[... output truncated: 5,000 chars in all; call compaction_")
 
 
 def test_max_chars_is_honoured(ctx: Context) -> None:

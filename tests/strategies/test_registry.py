@@ -59,6 +59,7 @@ def test_the_builtins_are_registered(registry: Registry) -> None:
         "clear_tool_uses",
         "dedupe",
         "fit",
+        "mask",
         "middle_out",
         "minify",
         "none",

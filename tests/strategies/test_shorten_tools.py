@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import Any
 
@@ -24,7 +23,7 @@ from tests.factories import (
     tool_call,
     user,
 )
-from tests.strategies.harness import apply
+from tests.strategies.harness import apply, expand_hint
 
 
 def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -32,10 +31,10 @@ def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Messag
 
 
 def truncated(text: str, keep: int) -> str:
-    """The marker format, written out independently of strategies.content."""
+    """The stub format, written out independently of strategies.markers."""
     n, head, tail = len(text), keep - keep // 2, keep // 2
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"Truncated ({n}): {text[:head]}<...{n} - {digest}...>{text[n - tail :]}"
+    stub = f"[... {n - keep:,} of {n:,} chars elided; {expand_hint(text)} to see them all ...]"
+    return f"{text[:head]}{stub}{text[n - tail :]}"
 
 
 def tool_chars(messages: list[Message]) -> int:

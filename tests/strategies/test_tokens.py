@@ -245,3 +245,11 @@ def test_a_message_counts_what_its_wire_format_says_rides_unseen(
     assert (
         counter.count_message({**plain, WIRE_KEY: carried}, "gpt-4o") == counter.count_message(plain, "gpt-4o") + added
     )
+
+
+def test_a_message_counts_the_text_its_wire_format_says_the_model_reads_unseen(counter: TokenCounter) -> None:
+    plain = user("hi")
+    thinking = "Let me look at the failing test first, then the fixture it uses."
+    expected = counter.count_message(plain, "gpt-4o") + counter.count_text(thinking, "gpt-4o")
+    assert counter.count_message({**plain, WIRE_KEY: {"text": thinking}}, "gpt-4o") == expected
+    assert counter.count_message({**plain, WIRE_KEY: {"text": 7}}, "gpt-4o") == counter.count_message(plain, "gpt-4o")

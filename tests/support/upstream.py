@@ -1,4 +1,6 @@
-"""A stand-in for the OpenAI API that the tests own: answers JSON or SSE and records what it received."""
+"""A stand-in for the OpenAI API, and for Anthropic's Messages API under /v1/messages (tests.support.messages_upstream),
+that the tests own: answers JSON or SSE and records what it received.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from app.wire import ChatCompletions, Responses
+from app.wire import AnthropicMessages, ChatCompletions, Responses
 from bench.notes.stand_in import digest
 from strategies import Context, TokenCounter
+from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -216,6 +219,8 @@ class StandInUpstream:
         self.answer_gate = threading.Event()
         # Streams send this many chunks, then the connection is closed mid-stream; None: streams complete.
         self.break_stream_after: int | None = None
+        # A Messages stream goes in chunks of this many bytes (messages_upstream.cut); None: an event a chunk.
+        self.stream_chunk_bytes: int | None = None
         # Set when a request's body did not arrive whole (the sender gave up on it).
         self.request_abandoned = threading.Event()
         # Summariser calls (marked X-Compaction-Internal: summariser) are answered apart from the rest: with
@@ -237,10 +242,11 @@ class StandInUpstream:
         self.socket_refusal: int | None = None
         self.counter = TokenCounter()
 
-    def prompt_tokens(self, body: bytes, responses: bool) -> int:
+    def prompt_tokens(self, body: bytes, wire: str) -> int:
         """The prompt's tokens by this server's tokenizer: the proxy's own count times behaviour.token_ratio."""
+        formats = {"chat": ChatCompletions, "responses": Responses, "messages": AnthropicMessages}
         try:
-            parsed = (Responses() if responses else ChatCompletions()).parse(body, 64)
+            parsed = formats[wire]().parse(body, 64)
         except Exception:  # not a body the proxy could have sent compacted: as good as tiny
             return 11
         count = Context(model=parsed.model, tokens=self.counter, request=parsed.request).count_request(parsed.messages)
@@ -253,6 +259,7 @@ class StandInUpstream:
         self.stream_abandoned.clear()
         self.answer_gate.set()
         self.break_stream_after = None
+        self.stream_chunk_bytes = None
         self.request_abandoned.clear()
         self.summariser_calls.clear()
         self.summariser_status = 200
@@ -283,19 +290,25 @@ class StandInUpstream:
             return Response(canned.body, canned.status, headers=canned.headers)
         path = request.url.path
         behaviour = self.behaviour
-        if request.method == "POST" and (path.endswith("/chat/completions") or path == "/v1/responses"):
+        compacted_paths = {"/v1/responses": "responses", "/v1/messages": "messages"}
+        if request.method == "POST" and (path.endswith("/chat/completions") or path in compacted_paths):
             payload = json.loads(body)
-            prompt = self.prompt_tokens(body, path == "/v1/responses")
+            wire = compacted_paths.get(path, "chat")
+            prompt = self.prompt_tokens(body, wire)
             output = payload.get("max_tokens") or payload.get("max_output_tokens") or 16
             if behaviour.context_window is not None and prompt + output > behaviour.context_window:
                 if behaviour.overflow == "llama-cpp-python" and payload.get("stream"):
                     return BrokenStream([], {"content-type": "text/event-stream; charset=utf-8"})
                 return overflow_answer(behaviour.overflow, behaviour.context_window, prompt, output)
-            if path == "/v1/responses":
+            if wire == "responses":
                 return self.responses(payload, prompt)
+            if wire == "messages":
+                return self.messages(payload, prompt)
             return self.chat(payload, prompt)
         if path == "/props" and behaviour.props is not None:
             return JSONResponse(behaviour.props)
+        if path == "/v1/messages/count_tokens":
+            return JSONResponse({"input_tokens": len(body) // 4}, headers=MESSAGES_HEADERS)
         if path.startswith("/v1/responses/"):
             # compact, a stored response, its input items, input tokens, cancel, delete: what arrived, echoed.
             return JSONResponse(
@@ -348,6 +361,17 @@ class StandInUpstream:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 3, "total_tokens": prompt_tokens + 3},
         }
         return JSONResponse(answer, headers=RESPONSE_HEADERS)
+
+    def messages(self, payload: dict[str, Any], input_tokens: int = 11) -> Response:
+        answer = message(payload, input_tokens)
+        if not payload.get("stream"):
+            return JSONResponse(answer, headers=MESSAGES_HEADERS)
+        events = message_events(answer)
+        if self.stream_chunk_bytes is not None:
+            events = cut(events, self.stream_chunk_bytes)
+        if self.break_stream_after is not None:
+            return BrokenStream(events[: self.break_stream_after], MESSAGES_HEADERS)
+        return StreamingResponse(self.stream(events), media_type="text/event-stream", headers=MESSAGES_HEADERS)
 
     def responses(self, payload: dict[str, Any], input_tokens: int = 11) -> Response:
         model = payload.get("model", "gpt-5")

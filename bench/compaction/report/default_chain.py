@@ -38,7 +38,7 @@ def _percent(x: float) -> str:
 def _cell(corpus: Corpus, run: ChainRun, base: ChainRun) -> str:
     cell = f"{share(run.billed_openai, base.billed_openai)} / {share(run.billed_anthropic, base.billed_anthropic)}"
     if corpus.has_probes:
-        cell += f", {run.seen.facts_kept}/{run.seen.facts} facts"
+        cell += f", {run.seen.facts_reachable}/{run.seen.facts} facts reachable"
     return cell
 
 

@@ -36,7 +36,7 @@ def table(corpus: Corpus, runs: dict[str, ChainRun], pairs: list[EpochPair]) -> 
     header = "| strategy | at | variant | chain | prompt tokens | cached | billed OpenAI | billed Anthropic |"
     rule = "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
     if corpus.has_probes:
-        header += " facts kept |"
+        header += " facts reachable |"
         rule += " ---: |"
     lines = [f"##### {corpus.title} ({kind})", "", header, rule]
     base = runs["none"]
@@ -58,7 +58,7 @@ def table(corpus: Corpus, runs: dict[str, ChainRun], pairs: list[EpochPair]) -> 
                 share(run.billed_anthropic, base.billed_anthropic),
             ]
             if corpus.has_probes:
-                cells.append(facts(run.seen.facts_kept, run.seen.facts))
+                cells.append(facts(run.seen.facts_reachable, run.seen.facts))
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -8,8 +8,8 @@ from ..replay import ChainRun
 from .cells import facts, percentile, share, tokens
 
 HEADER = (
-    "| chain | tokens after | saved | peak | > window | violations | facts kept | stale | arg recall | cache hit "
-    "| billed OpenAI | billed Anthropic | p50 ms | p99 ms |"
+    "| chain | tokens after | saved | peak | > window | violations | facts visible | reachable | stale | arg recall "
+    "| expand rounds | cache hit | billed OpenAI | billed Anthropic | p50 ms | p99 ms |"
 )
 
 
@@ -39,11 +39,12 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
         f"{base.seen.values} earlier values reused by the next call (arg recall). {binding}",
         "",
         HEADER,
-        "| --- |" + " ---: |" * 13,
+        "| --- |" + " ---: |" * 15,
     ]
     for run in runs:
         seen = run.seen
-        kept = facts(seen.facts_kept, seen.facts) if corpus.has_probes else "n/a"
+        visible = facts(seen.facts_visible, seen.facts) if corpus.has_probes else "n/a"
+        reachable = facts(seen.facts_reachable, seen.facts) if corpus.has_probes else "n/a"
         stale = str(seen.facts_stale) if corpus.has_probes else "n/a"
         cells = [
             f"`{run.chain}`",
@@ -52,9 +53,11 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
             tokens(run.peak_after),
             str(run.over_window_after),
             str(run.violations),
-            kept,
+            visible,
+            reachable,
             stale,
-            share(seen.values_kept, seen.values),
+            f"{share(seen.values_visible, seen.values)} / {share(seen.values_reachable, seen.values)}",
+            rounds(run),
             share(run.cached, run.tokens_after),
             share(run.billed_openai, base.billed_openai),
             share(run.billed_anthropic, base.billed_anthropic),
@@ -66,6 +69,18 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
     if problems:
         lines += ["", "Invariant violations (first few per chain):", *problems]
     return "\n".join(lines) + "\n"
+
+
+def rounds(run: ChainRun) -> str:
+    """Expand rounds in all, per request, how many expanded a ref the conversation had expanded before, and how
+    often the tools changed (the expand tool added or dropped: each change caches nothing).
+    """
+    if not run.rounds and not run.tool_changes:
+        return "0"
+    return (
+        f"{run.rounds:,} ({run.rounds / run.requests:.2f}/req, {run.re_expansions} again; "
+        f"tools changed {run.tool_changes}x)"
+    )
 
 
 def _billed_openai(run: ChainRun) -> float:
@@ -114,7 +129,7 @@ def headline(corpora: list[Corpus], results: dict[str, list[ChainRun]], shipped:
         for prices, billed in (("OpenAI", _billed_openai), ("Anthropic", _billed_anthropic)):
             clean = [r for r in runs.values() if r.violations == 0]
             best = min(clean, key=billed)
-            kept = f", {share(best.seen.facts_kept, best.seen.facts)}" if corpus.has_probes else ""
+            kept = f", {share(best.seen.facts_reachable, best.seen.facts)}" if corpus.has_probes else ""
             cells = [corpus.title, prices, "100%", *(share(billed(runs[p]), billed(base)) for p in columns)]
             cells.append(f"{share(billed(best), billed(base))} `{best.chain}`{kept}")
             rows.append("| " + " | ".join(cells) + " |")

@@ -14,59 +14,62 @@ def store(max_models: int = 8, upstream: str = "http://u/v1") -> LearnedStore:
 
 def test_the_first_sample_sets_the_ratio_then_it_is_smoothed() -> None:
     learned = store()
-    assert learned.observe("m", 1000, 1300).ratio == 1.3
-    assert learned.observe("m", 1000, 1000).ratio == pytest.approx(1.3 - 0.3 * 0.3)
+    assert learned.observe("m", "chat.completions", 1000, 1300).ratio == 1.3
+    assert learned.observe("m", "chat.completions", 1000, 1000).ratio == pytest.approx(1.3 - 0.3 * 0.3)
 
 
 def test_small_or_absurd_samples_do_not_move_it_past_its_bounds() -> None:
     learned = store()
-    assert learned.observe("m", 10, 1000).samples == 0  # too small a prompt to learn from
-    assert learned.observe("m", 1000, 1).ratio == MIN_RATIO  # a client's claimed unseen tokens, say
+    assert learned.observe("m", "chat.completions", 10, 1000).samples == 0  # too small a prompt to learn from
+    assert learned.observe("m", "chat.completions", 1000, 1).ratio == MIN_RATIO  # a client's claimed unseen tokens, say
     for _ in range(50):
-        ratio = learned.observe("m", 100, 100_000).ratio
+        ratio = learned.observe("m", "chat.completions", 100, 100_000).ratio
     assert MAX_RATIO - 0.01 <= ratio <= MAX_RATIO
 
 
 def test_a_window_is_kept_per_exact_model_and_upstream() -> None:
     backend = MemoryBackend(60, 100)
     one, other = LearnedStore(backend, "http://one/v1", 8), LearnedStore(backend, "http://two/v1", 8)
-    one.learn_window("acme/model", 4096)
-    assert one.get("acme/model").window == 4096
-    assert one.get("model").window is None and one.get("ACME/model").window is None
-    assert other.get("acme/model").window is None
-    assert one.learn_window("acme/model", 8192).window == 4096  # the smaller of two refusals
-    assert one.learn_window("acme/model", 5).window == 4096  # not a window
+    one.learn_window("acme/model", "chat.completions", 4096)
+    assert one.get("acme/model", "chat.completions").window == 4096
+    assert (
+        one.get("model", "chat.completions").window is None and one.get("ACME/model", "chat.completions").window is None
+    )
+    assert other.get("acme/model", "chat.completions").window is None
+    assert one.get("acme/model", "messages").window is None  # another wire format: another upstream
+    assert one.learn_window("acme/model", "chat.completions", 8192).window == 4096  # the smaller of two refusals
+    assert one.learn_window("acme/model", "chat.completions", 5).window == 4096  # not a window
 
 
 def test_a_process_learns_at_most_max_models() -> None:
     learned = store(max_models=2)
     for name in ("a", "b", "c"):
         learned.learn_window(name, 4096)
-    assert [learned.get(name).window for name in ("a", "b", "c")] == [4096, 4096, None]
-    learned.learn_window("a", 2048)  # one it keeps already is still updated
-    assert learned.get("a").window == 2048
+    assert [learned.get(name, "chat.completions").window for name in ("a", "b", "c")] == [4096, 4096, None]
+    learned.learn_window("a", "chat.completions", 2048)  # one it keeps already is still updated
+    assert learned.get("a", "chat.completions").window == 2048
 
 
 def test_what_another_writer_put_under_the_key_is_ignored() -> None:
     backend = MemoryBackend(60, 100)
     learned = LearnedStore(backend, "http://u/v1", 8)
     for junk in ("not json", "[1]", '{"window": "4096", "ratio": 99}', '{"window": 10, "ratio": 0.01}'):
-        backend.put(learned.key("m"), junk)
-        assert (learned.get("m").window, learned.get("m").ratio) == (None, 1.0)
+        backend.put(learned.key("m", "chat.completions"), junk)
+        assert (learned.get("m", "chat.completions").window, learned.get("m", "chat.completions").ratio) == (None, 1.0)
 
 
 def test_shared_through_redis(redis_url: str) -> None:
     writer = LearnedStore(open_backend(redis_url, ttl=60, max_entries=10), "http://u/v1", 8)
     reader = LearnedStore(open_backend(redis_url, ttl=60, max_entries=10), "http://u/v1", 8)
-    writer.learn_window("m", 4096)
-    writer.observe("m", 1000, 1200)
-    assert (reader.get("m").window, reader.get("m").ratio) == (4096, 1.2)
+    writer.learn_window("m", "chat.completions", 4096)
+    writer.observe("m", "chat.completions", 1000, 1200)
+    assert (reader.get("m", "chat.completions").window, reader.get("m", "chat.completions").ratio) == (4096, 1.2)
     writer.close()
     reader.close()
 
 
 def test_an_unreachable_cache_learns_nothing_and_fails_nothing() -> None:
     learned = LearnedStore(open_backend("redis://127.0.0.1:1/0", ttl=60, max_entries=10), "http://u/v1", 8)
-    learned.learn_window("m", 4096)
-    learned.observe("m", 1000, 1300)
-    assert (learned.get("m").window, learned.get("m").ratio) == (None, 1.0)
+    learned.learn_window("m", "chat.completions", 4096)
+    learned.observe("m", "chat.completions", 1000, 1300)
+    assert (learned.get("m", "chat.completions").window, learned.get("m", "chat.completions").ratio) == (None, 1.0)

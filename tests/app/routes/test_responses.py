@@ -64,7 +64,7 @@ def test_the_default_chain_leaves_a_short_request_as_it_came(proxy: LoopbackServ
     body = b'{"model":  "gpt-5", "input": [ {"role": "user", "content": "hi \\u00e9"} ], "store": false}'
     response = httpx.post(f"{proxy.url}/v1/responses", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 200
-    assert response.headers["x-compaction-strategies"] == "minify,dedupe,window"
+    assert response.headers["x-compaction-strategies"] == "minify,mask,window"
     assert upstream.last().body == body
     assert upstream.last().path == "/v1/responses"
 

@@ -1,0 +1,48 @@
+"""Reversible compaction, the proxy's side: the expand tool offered to the model when the forwarded messages hold a
+stub with a ref (strategies.refs), its calls answered by the proxy itself from the request's own messages, and
+the rounds remembered so that later requests show them again (memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from strategies import Message
+from strategies.refs import Originals
+
+from ..wire import Parsed, WireFormat
+from . import chat
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A request the expand tool was offered on, with what its rounds need.
+
+    offered: the request with the tool; plain: without it (the last round, once expand_max_rounds are used);
+    forwarded: the compacted messages sent first; originals: what refs resolve to; memory_key: where the
+    conversation's rounds are remembered (None: nowhere); at, anchor: the client's messages the rounds follow
+    (their number, and the prefix digest of all of them, hex).
+    """
+
+    wire: WireFormat
+    offered: Parsed
+    plain: Parsed
+    forwarded: list[Message]
+    originals: Originals
+    memory_key: str | None
+    at: int
+    anchor: str
+
+
+def added_tools(expansion: Expansion) -> list[Any]:
+    """The tools the proxy adds to the request (for the dry run)."""
+    plain, offered = expansion.plain.request.get("tools") or [], expansion.offered.request.get("tools") or []
+    return list(offered[len(plain) :])
+
+
+def offer(wire: WireFormat, parsed: Parsed) -> Parsed | None:
+    """The request with the expand tool, or None when its format or its fields rule the tool out."""
+    if wire.name == "chat.completions":
+        return chat.offer(parsed)
+    return None

@@ -1,0 +1,306 @@
+"""The proxy answering the expand tool: ask the upstream, answer the model's expand calls itself, ask again.
+
+A round is internal when the model called the expand tool and nothing else: the proxy appends the calls and their
+results (app.expansion.rounds) and asks again, at most expand_max_rounds times, then once more without the tool.
+Any other answer is final and goes to the client, without expand calls made beside the client's own (those are
+dropped: the client's calls are what it acts on, and the stub stays for the model to expand later). The client
+never sees an internal round: a whole answer comes after the last round with the usage of all of them summed
+(X-Compaction-Expansions says how many there were); a streamed one passes content as it comes, round after
+round, in one response (app.expansion.chat.StreamedRound).
+
+Upstream answers are read decoded (accept-encoding: identity is asked for, as the answers are parsed); an error
+answer to any round reaches the client unchanged when nothing was sent yet, else ends the stream in the wire
+format's error event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from strategies import Message
+from strategies.refs import ExpandCall
+
+from ..errors import ApiError
+from ..headers import EXPANSIONS, RawHeaders, client_response_headers
+from ..metrics import Metrics
+from ..settings import Settings
+from ..upstream import Upstream
+from ..wire import dump_json
+from . import Expansion
+from .chat import Answer, Call, StreamedRound, add_usage
+from .memory import ExpansionMemory
+from .rounds import Round, call_id, round_messages
+
+logger = logging.getLogger("compaction_proxy.expansion")
+T = TypeVar("T")
+_EVENT_END = (b"\r\n\r\n", b"\n\n")
+# A model's arguments for one expand call are a few dozen bytes; more is not read.
+MAX_ARGUMENTS = 4096
+
+
+# Sends the first round (its body given), answering the response and the expansion the rounds go on from.
+First = Callable[[bytes], Awaitable[tuple[httpx.Response, Expansion | None]]]
+
+
+class Expander:
+    def __init__(self, settings: Settings, upstream: Upstream, metrics: Metrics, memory: ExpansionMemory | None):
+        self.max_rounds = settings.expand_max_rounds
+        self.max_chars = settings.expand_max_chars
+        self.max_answer_bytes = settings.max_body_bytes
+        self.upstream = upstream
+        self.metrics = metrics
+        self.memory = memory
+
+    async def forward(
+        self,
+        request: Request,
+        expansion: Expansion,
+        body: bytes,
+        path: str,
+        headers: RawHeaders,
+        extra: RawHeaders,
+        first: First | None = None,
+    ) -> Response:
+        """Send the first round's body and run the rounds; extra: the X-Compaction-* headers for the client (first
+        may change them before they are sent). first: sends the first round instead (app.fitting: fitted to the
+        model's window, maybe compacted again, whose expansion then carries on).
+        """
+        headers = [(k, v) for k, v in headers if k.lower() != b"accept-encoding"] + [(b"accept-encoding", b"identity")]
+        run = _Run(self, expansion, path, request.url.query, headers, first)
+        if expansion.plain.body.get("stream") is True:
+            return await run.stream(body, extra)
+        answered = await _unless_gone(request, lambda: run.complete(body, extra))
+        return answered if answered is not None else Response(status_code=499)
+
+
+class _Run:
+    """The rounds of one request."""
+
+    def __init__(
+        self,
+        expander: Expander,
+        expansion: Expansion,
+        path: str,
+        query: str,
+        headers: RawHeaders,
+        first: First | None = None,
+    ) -> None:
+        self.first = first
+        self.x = expander
+        self.expansion = expansion
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.messages: list[Message] = list(expansion.forwarded)
+        self.answered = 0  # internal rounds
+        self.rounds: list[Round] = []  # those to remember (no call with bad arguments)
+        self.calls_made = 0
+
+    @property
+    def what(self) -> str:
+        return f"POST {self.path}"
+
+    def next_body(self) -> bytes:
+        """The request again with the rounds so far; without the tool once expand_max_rounds are used."""
+        if self.answered < self.x.max_rounds:
+            return self.expansion.wire.render(self.expansion.offered, self.messages)
+        self.x.metrics.expand_rounds.labels("capped").inc()
+        return self.expansion.wire.render(self.expansion.plain, self.messages)
+
+    def internal(self, calls: list[Call], other_calls: bool) -> bool:
+        """Whether this round's calls are the proxy's to answer; if so, answers them and notes the round."""
+        if not calls:
+            return False
+        if other_calls:
+            self.x.metrics.expand_rounds.labels("dropped").inc()
+            return False
+        if self.answered >= self.x.max_rounds:
+            return False  # the tool was not offered on this round: a model calling it anyway is not answered
+        made: list[tuple[str, str]] = []
+        remembered = True
+        for model_id, arguments in calls:
+            call = ExpandCall.parse(arguments[:MAX_ARGUMENTS])
+            if isinstance(call, str):
+                remembered = False  # an error result is for this round only
+                made.append((call_id(model_id, "invalid", self.calls_made), arguments[:MAX_ARGUMENTS]))
+                self.x.metrics.expand_calls.labels("unresolved").inc()
+            else:
+                made.append((call_id(model_id, call.ref, self.calls_made), call.arguments()))
+                resolved = self.expansion.originals.resolve(call.ref) is not None
+                self.x.metrics.expand_calls.labels("resolved" if resolved else "unresolved").inc()
+            self.calls_made += 1
+        self.messages.extend(round_messages(made, self.expansion.originals, self.x.max_chars))
+        if remembered:
+            self.rounds.append(Round(self.expansion.at, self.expansion.anchor, tuple(made)))
+        self.answered += 1
+        self.x.metrics.expand_rounds.labels("answered").inc()
+        logger.info("expand round %d answered: %d call(s)", self.answered, len(made))
+        return True
+
+    async def remember(self) -> None:
+        memory, key = self.x.memory, self.expansion.memory_key
+        if memory is not None and key is not None and self.rounds:
+            await anyio.to_thread.run_sync(memory.remember, key, self.rounds)
+
+    async def open(self, body: bytes) -> httpx.Response:
+        first, self.first = self.first, None
+        if first is None:
+            return await self.x.upstream.open("POST", self.path, query=self.query, headers=self.headers, content=body)
+        response, expansion = await first(body)
+        if expansion is not None and expansion is not self.expansion:  # compacted again: its rounds go on from it
+            self.expansion = expansion
+            self.messages = list(expansion.forwarded)
+        return response
+
+    # --- whole answers ----------------------------------------------------------------------------------------
+
+    async def complete(self, body: bytes, extra: RawHeaders) -> Response:
+        usage: dict[str, Any] | None = None
+        while True:
+            response = await self.open(body)
+            if response.status_code != 200 or not _is_json(response):
+                return self.x.upstream.relay(response, self.what, extra + self._count(), wire=self.expansion.wire)
+            try:
+                raw = await self._read(response)
+            except _TooLarge:
+                raise ApiError(
+                    502,
+                    f"The upstream API's answer is larger than max_body_bytes ({self.x.max_answer_bytes}).",
+                    type="upstream_error",
+                    code="upstream_answer_too_large",
+                ) from None
+            finally:
+                await response.aclose()
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                data = None
+            if not isinstance(data, dict):
+                return self._answer(response, raw, extra)
+            answer = Answer(data)
+            usage = add_usage(usage, data.get("usage"))
+            if self.internal(answer.expand_calls(), answer.other_calls()):
+                body = self.next_body()
+                continue
+            await self.remember()
+            final = answer.for_client(usage if self.answered else None)
+            return self._answer(response, dump_json(final), extra)
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.x.max_answer_bytes:
+                raise _TooLarge()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _answer(self, response: httpx.Response, content: bytes, extra: RawHeaders) -> Response:
+        out = Response(content, status_code=response.status_code)
+        kept = [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
+        out.raw_headers = [*out.raw_headers, *kept, *extra, *self._count()]
+        return out
+
+    def _count(self) -> RawHeaders:
+        return [(EXPANSIONS, str(self.answered).encode())]
+
+    # --- streamed answers -------------------------------------------------------------------------------------
+
+    async def stream(self, body: bytes, extra: RawHeaders) -> Response:
+        response = await self.open(body)
+        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+            return self.x.upstream.relay(response, self.what, extra, wire=self.expansion.wire)
+        kept = [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
+        out = StreamingResponse(self._events(response), status_code=200)
+        out.raw_headers = kept + extra
+        return out
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        first_id: str | None = None
+        usage: dict[str, Any] | None = None
+        wire = self.expansion.wire
+        try:
+            while True:
+                streamed = StreamedRound(first_id)
+                async for event in _sse_events(response.aiter_bytes(), self.x.max_answer_bytes):
+                    out = streamed.feed(event)
+                    if out:
+                        yield out
+                await response.aclose()
+                usage = add_usage(usage, streamed.usage)
+                if not self.internal(streamed.expand_calls(), streamed.other_calls()):
+                    break
+                first_id = first_id or streamed.id
+                response = await self.open(self.next_body())
+                if response.status_code != 200:
+                    text = (await response.aread())[:2000].decode("utf-8", "replace")
+                    await response.aclose()
+                    logger.warning("upstream answered %d after expand round %d", response.status_code, self.answered)
+                    message = f"The upstream API answered {response.status_code} to a follow-up request: {text}"
+                    yield wire.stream_error_event(message, "upstream_error")
+                    return
+            await self.remember()
+            for chunk in streamed.finish(usage if self.answered else None):
+                yield chunk
+        except (httpx.TransportError, _TooLarge) as exc:
+            timeout = isinstance(exc, httpx.TimeoutException)
+            self.x.metrics.upstream_error("timeout" if timeout else "broken_stream")
+            logger.warning("upstream stream of %s ended early during expansion: %s", self.what, type(exc).__name__)
+            yield wire.stream_error_event(
+                "The upstream API broke off the response before it was complete.", "upstream_broken_stream"
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+
+class _TooLarge(Exception):
+    """An upstream answer past max_body_bytes, which the proxy will not hold to parse."""
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return str(response.headers.get("content-type", "")).startswith("application/json")
+
+
+async def _sse_events(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """The events of an SSE stream, each without the blank line that ends it."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        while True:
+            ends = [(i, sep) for sep in _EVENT_END if (i := buffer.find(sep)) >= 0]
+            if not ends:
+                break
+            at, sep = min(ends)
+            event, buffer = buffer[:at], buffer[at + len(sep) :]
+            if event.strip():
+                yield event
+        if len(buffer) > limit:
+            raise _TooLarge()
+    if buffer.strip():
+        yield buffer
+
+
+async def _unless_gone(request: Request, work: Callable[[], Awaitable[T]]) -> T | None:
+    """await work(), or None once the client goes away (the rounds stop: nobody would read them)."""
+    result: list[T] = []
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        result.append(await work())
+        group.cancel_scope.cancel()
+    return result[0] if result else None

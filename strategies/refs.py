@@ -1,0 +1,190 @@
+"""Refs: how the model gets back tool output a strategy removed (reversible compaction).
+
+Every stub that stands for removed tool output (strategies.markers) carries the ref of what it replaced and says
+how to get it back: call the expand tool (EXPAND_TOOL) with that ref. The proxy answers such a call itself, from
+the request's own uncompacted messages (`Originals`): the client resends its whole history, so nothing is stored,
+any replica can answer, and a ref can only resolve to content of the same request.
+
+A ref is a content hash (REF_DIGITS hex digits of SHA-256), so the same content has the same ref on every request
+(stubs stay byte-identical and the provider's prompt cache keeps matching), and a repeated result's ref is the
+first copy's. Content past `max_chars` comes in parts: by lines, numbered from 1, where a line longer than
+LINE_CHARS counts as several, so a 200 KB one-line JSON output can be read in parts too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .conversation import arguments_of, is_tool_result, message_text
+from .messages import Message
+
+REF_DIGITS = 10  # 40 bits: two of a request's thousand results share a ref once in two billion requests
+EXPAND_TOOL = "compaction_expand"
+LINE_CHARS = 2000
+# The stub's own phrase (how_to_expand), also when it sits in a JSON string of a call's arguments (\").
+_REF = re.compile(r'ref=\\?"([0-9a-f]{' + str(REF_DIGITS) + r'})\\?"')
+
+EXPAND_DESCRIPTION = (
+    "Show the original of content elided from this conversation: pass the ref its marker gives "
+    "(optionally a range of lines, numbered from 1)."
+)
+EXPAND_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ref": {"type": "string", "description": 'The ref a marker gives, e.g. ref="0a1b2c3d4e".'},
+        "start_line": {"type": "integer", "minimum": 1, "description": "The first line to show (default 1)."},
+        "end_line": {"type": "integer", "minimum": 1, "description": "The last line to show (default: the last)."},
+    },
+    "required": ["ref"],
+    "additionalProperties": False,
+}
+
+
+def ref_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:REF_DIGITS]
+
+
+def how_to_expand(ref: str) -> str:
+    """The words every stub uses to say how its content comes back."""
+    return f'call {EXPAND_TOOL} with ref="{ref}"'
+
+
+def refs_in(text: str) -> list[str]:
+    """The refs the stubs in a text carry (the text of a message, or a call's raw JSON arguments)."""
+    if EXPAND_TOOL not in text:
+        return []
+    return _REF.findall(text)
+
+
+def stub_refs(messages: list[Message]) -> Iterator[str]:
+    """Every ref in the stubs of these messages: in their text and in their calls' arguments."""
+    for message in messages:
+        yield from refs_in(message_text(message))
+        for arguments in arguments_of(message):
+            yield from refs_in(arguments)
+
+
+class Originals:
+    """What the refs of one request resolve to: the text of every tool result, and the arguments of every tool
+    call with the strings inside them (shorten_tools cuts long argument strings). Hashed on the first lookup only:
+    a request whose model expands nothing costs nothing.
+    """
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self._by_ref: dict[str, str] | None = None
+
+    def resolve(self, ref: str) -> str | None:
+        if self._by_ref is None:
+            self._by_ref = {}
+            for text in self._contents():
+                self._by_ref.setdefault(ref_of(text), text)
+        return self._by_ref.get(ref)
+
+    def _contents(self) -> Iterator[str]:
+        for message in self.messages:
+            if is_tool_result(message):
+                yield message_text(message)
+            for arguments in arguments_of(message):
+                yield arguments
+                yield from _strings(arguments)
+
+
+def _strings(arguments: str) -> Iterator[str]:
+    try:
+        stack: list[Any] = [json.loads(arguments)]
+    except ValueError:
+        return
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+
+
+@dataclass(frozen=True)
+class ExpandCall:
+    """One call of the expand tool, as the model made it."""
+
+    ref: str
+    start_line: int | None = None
+    end_line: int | None = None
+
+    @classmethod
+    def parse(cls, arguments: Any) -> ExpandCall | str:
+        """The call its JSON arguments describe, or what is wrong with them (the tool's error result)."""
+        try:
+            data = json.loads(arguments) if isinstance(arguments, str) else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return "Error: the arguments must be a JSON object with a string 'ref'."
+        ref = data.get("ref")
+        if not isinstance(ref, str) or not ref:
+            return "Error: 'ref' must be a string: the ref a marker gives."
+        lines = []
+        for name in ("start_line", "end_line"):
+            value = data.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                return f"Error: '{name}' must be a whole number from 1."
+            lines.append(value)
+        # A ref is short; a long one is no ref and is not echoed back whole.
+        return cls(ref[:64], lines[0], lines[1])
+
+    def arguments(self) -> str:
+        """The arguments as the proxy writes them: the same bytes whenever the same call is made."""
+        data: dict[str, Any] = {"ref": self.ref}
+        if self.start_line is not None:
+            data["start_line"] = self.start_line
+        if self.end_line is not None:
+            data["end_line"] = self.end_line
+        return json.dumps(data, separators=(",", ":"))
+
+
+def expand(originals: Originals, call: ExpandCall, max_chars: int) -> str:
+    """The expand tool's result: the original behind the ref, whole or the lines asked for, at most max_chars
+    characters of it with a note saying where to go on; or an error that says what was wrong.
+    """
+    text = originals.resolve(call.ref)
+    if text is None:
+        return (
+            f'Error: no content with ref="{call.ref}" in this conversation. A ref is the {REF_DIGITS} hex '
+            f"digits a marker shows after ref=."
+        )
+    lines = _lines(text)
+    total = len(lines)
+    first = call.start_line or 1
+    last = min(call.end_line or total, total)
+    if first > total or last < first:
+        return f'Error: ref="{call.ref}" has lines 1-{total}; start_line {first} to end_line {call.end_line} is none.'
+    shown: list[str] = []
+    size = 0
+    for line in lines[first - 1 : last]:
+        if shown and size + len(line) > max_chars:
+            break
+        shown.append(line)
+        size += len(line)
+    whole = first == 1 and len(shown) == total
+    if whole and size <= max_chars:
+        return text
+    body = "".join(shown)[:max_chars]
+    end = first + len(shown) - 1
+    note = f'[ref="{call.ref}": lines {first}-{end} of {total}'
+    if end < last:
+        note += f"; call {EXPAND_TOOL} with start_line={end + 1} for more"
+    return note + "]\n" + body
+
+
+def _lines(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines(keepends=True) or [""]:
+        out.extend(line[i : i + LINE_CHARS] for i in range(0, max(len(line), 1), LINE_CHARS))
+    return out
