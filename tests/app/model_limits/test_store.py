@@ -44,7 +44,7 @@ def test_a_window_is_kept_per_exact_model_and_upstream() -> None:
 def test_a_process_learns_at_most_max_models() -> None:
     learned = store(max_models=2)
     for name in ("a", "b", "c"):
-        learned.learn_window(name, 4096)
+        learned.learn_window(name, "chat.completions", 4096)
     assert [learned.get(name, "chat.completions").window for name in ("a", "b", "c")] == [4096, 4096, None]
     learned.learn_window("a", "chat.completions", 2048)  # one it keeps already is still updated
     assert learned.get("a", "chat.completions").window == 2048
