@@ -71,20 +71,26 @@ def stub_refs(messages: list[Message]) -> Iterator[str]:
 
 class Originals:
     """What the refs of one request resolve to: the text of every tool result, and the arguments of every tool
-    call with the strings inside them (shorten_tools cuts long argument strings). Hashed on the first lookup only:
-    a request whose model expands nothing costs nothing.
+    call with the strings inside them (shorten_tools cuts long argument strings). Hashed as lookups need, in
+    conversation order and each once: a request whose model expands nothing costs nothing, and a lookup stops at
+    the first content with its ref (the oldest stubs, which the others follow, resolve early).
     """
 
     def __init__(self, messages: list[Message]) -> None:
         self.messages = messages
-        self._by_ref: dict[str, str] | None = None
+        self._by_ref: dict[str, str] = {}
+        self._unhashed = self._contents()
 
     def resolve(self, ref: str) -> str | None:
-        if self._by_ref is None:
-            self._by_ref = {}
-            for text in self._contents():
-                self._by_ref.setdefault(ref_of(text), text)
-        return self._by_ref.get(ref)
+        found = self._by_ref.get(ref)
+        if found is not None:
+            return found
+        for text in self._unhashed:
+            key = ref_of(text)
+            self._by_ref.setdefault(key, text)  # of contents with one ref (identical ones), the first
+            if key == ref:
+                return self._by_ref[key]
+        return None
 
     def _contents(self) -> Iterator[str]:
         for message in self.messages:
