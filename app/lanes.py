@@ -109,14 +109,21 @@ class Lanes:
         return {"small": self.small.stats(), "large": self.large.stats()}
 
 
+async def disconnected(request: Request) -> None:
+    """Return once the client has gone away. The request's body must have been read: the next message the server
+    sends is then the disconnect.
+    """
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def unless_disconnected(request: Request, deadline: Deadline, work: Callable[[], Awaitable[T]]) -> T:
-    """await work(), cancelling `deadline` if the client goes away meanwhile or this task is cancelled.
-    The request's body must have been read: the next message the server sends is then the disconnect.
+    """await work(), cancelling `deadline` if the client goes away meanwhile (disconnected) or this task is
+    cancelled.
     """
 
     async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
+        await disconnected(request)
         deadline.cancel()
 
     error: Exception | None = None

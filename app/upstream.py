@@ -20,7 +20,7 @@ from .settings import Settings
 from .wire import ChatCompletions, WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
-_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")  # what ends an SSE event, by line ending
 # Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
 OnComplete = Callable[[bytes], Awaitable[None]]
 
@@ -169,7 +169,7 @@ class Relay(StreamingResponse):
                 type(exc).__name__,
             )
             if self._can_append_event(sent, tail):
-                yield self.wire.stream_error_event(*_broken_stream(timeout))
+                yield self.wire.stream_error_event(*broken_stream(timeout))
             else:
                 self.complete = False
         finally:
@@ -188,7 +188,7 @@ class Relay(StreamingResponse):
         return (
             headers.get("content-type", "").startswith("text/event-stream")
             and headers.get("content-encoding", "identity") == "identity"
-            and (sent == 0 or tail.endswith(_EVENT_ENDS))
+            and (sent == 0 or tail.endswith(EVENT_ENDS))
         )
 
     async def stream_response(self, send: Send) -> None:
@@ -201,7 +201,7 @@ class Relay(StreamingResponse):
         # client sees a truncated body instead of a short one that looks whole.
 
 
-def _broken_stream(timeout: bool) -> tuple[str, str]:
+def broken_stream(timeout: bool) -> tuple[str, str]:
     """The message and code a broken stream's error event carries."""
     if timeout:
         return "The upstream API stopped sending before the response was complete.", "upstream_timeout"

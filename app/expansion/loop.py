@@ -30,9 +30,10 @@ from strategies.refs import ExpandCall
 
 from ..errors import ApiError
 from ..headers import EXPANSIONS, RawHeaders, client_response_headers
+from ..lanes import disconnected
 from ..metrics import Metrics
 from ..settings import Settings
-from ..upstream import Upstream
+from ..upstream import EVENT_ENDS, Upstream, broken_stream
 from ..wire import dump_json
 from . import Expansion
 from .chat import Answer, Call, StreamedRound, add_usage
@@ -41,7 +42,6 @@ from .rounds import Round, call_id, round_messages
 
 logger = logging.getLogger("compaction_proxy.expansion")
 T = TypeVar("T")
-_EVENT_END = (b"\r\n\r\n", b"\n\n")
 # A model's arguments for one expand call are a few dozen bytes; more is not read.
 MAX_ARGUMENTS = 4096
 
@@ -206,8 +206,7 @@ class _Run:
 
     def _answer(self, response: httpx.Response, content: bytes, extra: RawHeaders) -> Response:
         out = Response(content, status_code=response.status_code)
-        kept = [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
-        out.raw_headers = [*out.raw_headers, *kept, *extra, *self._count()]
+        out.raw_headers = [*out.raw_headers, *_decoded_headers(response), *extra, *self._count()]
         return out
 
     def _count(self) -> RawHeaders:
@@ -219,9 +218,8 @@ class _Run:
         response = await self.open(body)
         if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
             return self.x.upstream.relay(response, self.what, extra, wire=self.expansion.wire)
-        kept = [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
         out = StreamingResponse(self._events(response), status_code=200)
-        out.raw_headers = kept + extra
+        out.raw_headers = _decoded_headers(response) + extra
         return out
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[bytes]:
@@ -255,9 +253,7 @@ class _Run:
             timeout = isinstance(exc, httpx.TimeoutException)
             self.x.metrics.upstream_error("timeout" if timeout else "broken_stream")
             logger.warning("upstream stream of %s ended early during expansion: %s", self.what, type(exc).__name__)
-            yield wire.stream_error_event(
-                "The upstream API broke off the response before it was complete.", "upstream_broken_stream"
-            )
+            yield wire.stream_error_event(*broken_stream(timeout))
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -265,6 +261,11 @@ class _Run:
 
 class _TooLarge(Exception):
     """An upstream answer past max_body_bytes, which the proxy will not hold to parse."""
+
+
+def _decoded_headers(response: httpx.Response) -> RawHeaders:
+    """The upstream's headers for the client, of an answer the proxy decoded to read (so no content-encoding)."""
+    return [(k, v) for k, v in client_response_headers(response.headers.raw) if k.lower() != b"content-encoding"]
 
 
 def _is_json(response: httpx.Response) -> bool:
@@ -277,7 +278,7 @@ async def _sse_events(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator
     async for chunk in chunks:
         buffer += chunk
         while True:
-            ends = [(i, sep) for sep in _EVENT_END if (i := buffer.find(sep)) >= 0]
+            ends = [(i, sep) for sep in EVENT_ENDS if (i := buffer.find(sep)) >= 0]
             if not ends:
                 break
             at, sep = min(ends)
@@ -296,8 +297,7 @@ async def _unless_gone(request: Request, work: Callable[[], Awaitable[T]]) -> T 
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
+            await disconnected(request)
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
