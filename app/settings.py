@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     )
     write_timeout: float = Field(60.0, gt=0, description="Seconds to send each chunk of the request upstream.")
     pool_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a free upstream connection.")
-    max_connections: int = Field(512, ge=1, description="Upstream connections open at once.")
-    max_keepalive_connections: int = Field(128, ge=0, description="Idle upstream connections kept open.")
+    max_connections: int = Field(
+        512, ge=1, description="Upstream connections open at once (an idle one is closed after 5 s)."
+    )
     models: dict[str, ModelLimits] = Field(
         default_factory=dict,
         description="Context window and max output per model-name prefix, added to or overriding the built-in table.",

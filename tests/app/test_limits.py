@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -82,7 +83,12 @@ def test_passthrough_body_announced_over_the_limit_never_reaches_upstream(
 def test_passthrough_chunked_body_over_the_limit_aborts_the_upstream_request(
     small: LoopbackServer, upstream: StandInUpstream
 ) -> None:
-    response = httpx.post(f"{small.url}/v1/files", content=chunked(b"x" * (LIMIT * 3)))
+    def slowly() -> Iterator[bytes]:
+        for chunk in chunked(b"x" * (LIMIT * 3)):
+            yield chunk
+            time.sleep(0.05)  # each chunk on its own: the first ones are forwarded before the limit is reached
+
+    response = httpx.post(f"{small.url}/v1/files", content=slowly())
     assert_413(response)
     # The body was streaming upstream as it came; the upstream sees it cut off, never a complete request.
     assert upstream.request_abandoned.wait(timeout=10)
