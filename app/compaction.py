@@ -1,5 +1,6 @@
-"""From a raw request to the bytes sent upstream: pick the chain, run it off the event loop, in a lane
-(app.lanes), within the request's compaction deadline, with what the chain needs for this client.
+"""From a raw request to the bytes sent upstream: pick the chain, run it (a small body on the event loop, any
+other off it in a lane, app.lanes) within the request's compaction deadline, with what the chain needs for this
+client.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 
 from strategies import (
+    BUILTINS,
     Chain,
     ChainResult,
     ChainSyntaxError,
@@ -41,6 +43,9 @@ from .settings import Settings
 from .wire import ChatCompletions, Parsed, WireFormat
 
 DEADLINE_FALLBACK = "compaction_deadline"
+# Past this many messages a body is compacted in a thread whatever its size: the strategies' work grows with the
+# messages (about 5 us each), and 100 KB of one-word messages would hold the event loop for tens of milliseconds.
+INLINE_MAX_MESSAGES = 512
 logger = logging.getLogger("compaction_proxy.compaction")
 
 
@@ -86,6 +91,13 @@ def settled(wire: WireFormat, parsed: Parsed, result: ChainResult, ctx: Context)
     if messages is result.messages:
         return result
     return replace(result, messages=messages, tokens_after=ctx.count_request(messages))
+
+
+def inline_safe(chain: Chain) -> bool:
+    """Whether the chain may run on the event loop: only the built-in strategies, whose work is CPU alone and
+    near-linear in the body (strategies/), never a plugin's (which may block), nor notes (a summariser call).
+    """
+    return all(type(step) in BUILTINS and not step.uses_summariser for step in chain.every_step())
 
 
 def _unchanged(before: list[Any], after: list[Any]) -> bool:
@@ -138,6 +150,8 @@ class Compactor:
         self.lanes = Lanes(settings)
         self.policy = RequestPolicy(registry, settings.request_parameters, settings.summariser_models)
         self.deadline_seconds: float | None = settings.compaction_deadline_seconds
+        # With every cache in this process, compacting a small body is CPU alone, and briefly: no thread for it.
+        self.inline_bytes = settings.inline_compaction_bytes if settings.cache_in_process else 0
 
     def chain_for(self, header: str | None) -> Chain:
         if header is None:
@@ -176,11 +190,26 @@ class Compactor:
         if chain.uses_summariser and self.notes is not None:
             notes = self.notes.for_request(request.headers.raw, deadline, scope)
         prefix = self.prefix if tracked and not internal else None
-        lane = self.lanes.for_body(len(raw))
+        wire = wire or ChatCompletions()
+        parsed = None
+        if len(raw) < self.inline_bytes and inline_safe(chain):
+            parsed = wire.parse(raw, self.settings.max_json_depth)  # a few hundred microseconds at most, here
+            if len(parsed.messages) <= INLINE_MAX_MESSAGES:
+                # A millisecond or two of CPU: a thread would add its hop and a fight for the GIL with the event
+                # loop, and the client cannot go away meanwhile, since nothing else runs.
+                try:
+                    return self.compact_sync(
+                        raw, chain, wire=wire, deadline=deadline, prefix=prefix, scope=scope, parsed=parsed
+                    )
+                finally:
+                    deadline.finish()
 
         def work() -> Compacted:
-            return self.compact_sync(raw, chain, wire=wire, deadline=deadline, notes=notes, prefix=prefix, scope=scope)
+            return self.compact_sync(
+                raw, chain, wire=wire, deadline=deadline, notes=notes, prefix=prefix, scope=scope, parsed=parsed
+            )
 
+        lane = self.lanes.for_body(len(raw))
         try:
             # Parsing and compacting a multi-megabyte history takes milliseconds of CPU: not on the event loop.
             # The notes strategy's summariser calls, and the prefix tracker's cache I/O, too, wait in that thread.
@@ -204,13 +233,16 @@ class Compactor:
         notes: NotesTools | None = None,
         prefix: PrefixTracker | None = None,
         scope: bytes = b"",
+        parsed: Parsed | None = None,
     ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
         CompactionStopped("cancelled") once the deadline is cancelled. wire: the body's format (default: chat
-        completions); notes: the summariser and notes cache; prefix: the prompt-cache report, kept per `scope`.
+        completions); notes: the summariser and notes cache; prefix: the prompt-cache report, kept per `scope`;
+        parsed: `raw` as `wire` has parsed it already (None: parsed here).
         """
         wire = wire or ChatCompletions()
-        parsed = wire.parse(raw, self.settings.max_json_depth)
+        if parsed is None:
+            parsed = wire.parse(raw, self.settings.max_json_depth)
         offered = offer(wire, parsed) if chain.reversible and self.settings.expand_max_rounds else None
         if self.known is not None:
             resolved = self.known.resolve(parsed.model, parsed.extended_context, wire.name)

@@ -258,10 +258,15 @@ def usage_observer(svc: Services, compacted: Compacted) -> OnComplete | None:
     if known is None or not compacted.counted or compacted.resolved is None:
         return None
     model, wire, counted = compacted.model, compacted.wire, compacted.counted_raw()
+    in_process = svc.settings.cache_in_process
 
     async def observe(tail: bytes) -> None:
         real = prompt_tokens(tail)
-        if real is not None:
+        if real is None:
+            return
+        if in_process:  # a dictionary update: a thread hop would cost more, on every request
+            known.observe_usage(model, wire, counted, real)
+        else:
             await anyio.to_thread.run_sync(known.observe_usage, model, wire, counted, real)
 
     return observe

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,19 +55,22 @@ class Chain:
         )
         return cls(steps, format_chain(specs), fallbacks)
 
+    def every_step(self) -> Iterator[Strategy[Any]]:
+        """The steps, and those of their fallback chains, depth first."""
+        yield from self.steps
+        for fallback in self.fallbacks:
+            if fallback is not None:
+                yield from fallback.every_step()
+
     @property
     def uses_summariser(self) -> bool:
         """Whether a step, or a fallback, needs the Context's summariser and notes cache."""
-        return any(step.uses_summariser for step in self.steps) or any(
-            fallback.uses_summariser for fallback in self.fallbacks if fallback is not None
-        )
+        return any(step.uses_summariser for step in self.every_step())
 
     @property
     def reversible(self) -> bool:
         """Whether a step, or a fallback, writes stubs with refs the expand tool resolves."""
-        return any(step.reversible for step in self.steps) or any(
-            fallback.reversible for fallback in self.fallbacks if fallback is not None
-        )
+        return any(step.reversible for step in self.every_step())
 
     def run(self, messages: list[Message], ctx: Context, *, trace: bool = False) -> ChainResult:
         """Apply every step in order. With trace, count tokens after each step for the stats."""

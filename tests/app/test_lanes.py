@@ -9,11 +9,14 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from app import Settings, create_app
+from app.compaction import INLINE_MAX_MESSAGES
 from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
 from tests.support.holding import Holding
@@ -46,7 +49,7 @@ def test_a_full_large_lane_refuses_more_large_requests_while_small_ones_go_on(
             time.sleep(0.01)
         refused = httpx.post(url, json=body(200_000), headers=HOLD, timeout=30)
         readyz = httpx.get(f"{proxy.url}/readyz")
-        small = httpx.post(url, json=body(), timeout=30)  # its own lane: not behind the large ones
+        small = httpx.post(url, json=request_body, timeout=30)  # its own lane: not behind the large ones
         holding.release.set()
         assert running.result().status_code == 200 and waiting.result().status_code == 200
         after = httpx.get(f"{proxy.url}/readyz")
@@ -76,7 +79,8 @@ def test_past_the_deadline_the_request_goes_upstream_as_it_came(
 
 def test_waiting_for_a_thread_counts_against_the_deadline(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
     holding = Holding()
-    settings = {"compaction_threads": 1, "compaction_deadline_seconds": 60}
+    # Every body in a thread: the queued one (default chain) would otherwise be compacted inline, below.
+    settings = {"compaction_threads": 1, "compaction_deadline_seconds": 60, "inline_compaction_bytes": 0}
     with start_proxy(holding.registry, **settings) as proxy, ThreadPoolExecutor(1) as pool:
         url = f"{proxy.url}/v1/chat/completions"
         held = pool.submit(httpx.post, url, json=body(), headers=HOLD, timeout=30)
@@ -86,6 +90,55 @@ def test_waiting_for_a_thread_counts_against_the_deadline(start_proxy: ProxyFact
         holding.release.set()
         assert held.result().status_code == 200
     assert queued.status_code == 200 and queued.headers["x-compaction-fallback"] == "compaction_deadline"
+
+
+def many_messages(count: int) -> dict[str, Any]:
+    return {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}] * count}
+
+
+@pytest.mark.parametrize(
+    ("inline_bytes", "cache_url", "request_body", "inline"),
+    [
+        (64 * 1024, "memory://", body(), True),
+        (0, "memory://", body(), False),
+        (64 * 1024, "sqlite:///{tmp}/cache.db", body(), False),
+        (64 * 1024, "memory://", many_messages(INLINE_MAX_MESSAGES), True),
+        # Under the size, but the strategies' work grows with the messages: a thread.
+        (64 * 1024, "memory://", many_messages(INLINE_MAX_MESSAGES + 1), False),
+    ],
+    ids=["small-body-inline", "inline-off", "cache-io-not-inline", "messages-at-the-bound", "too-many-messages"],
+)
+def test_a_small_body_with_built_in_strategies_never_waits_for_a_thread(
+    start_proxy: ProxyFactory,
+    upstream: StandInUpstream,
+    tmp_path: Path,
+    inline_bytes: int,
+    cache_url: str,
+    request_body: dict[str, Any],
+    inline: bool,
+) -> None:
+    """The only thread is held by a plugin's strategy (plugins always run in a thread); a small request with the
+    default chain is compacted on the event loop at once, unless inline compaction is off, a cache does I/O or
+    the body has too many messages.
+    """
+    holding = Holding()
+    settings = {
+        "compaction_threads": 1,
+        "compaction_deadline_seconds": 60,
+        "inline_compaction_bytes": inline_bytes,
+        "cache_url": cache_url.format(tmp=tmp_path),
+    }
+    with start_proxy(holding.registry, **settings) as proxy, ThreadPoolExecutor(1) as pool:
+        url = f"{proxy.url}/v1/chat/completions"
+        held = pool.submit(httpx.post, url, json=body(), headers=HOLD, timeout=30)
+        holding.wait_entered()
+        proxy.server.config.app.state.services.compactor.deadline_seconds = 0.3
+        small = httpx.post(url, json=request_body, timeout=30)
+        holding.release.set()
+        assert held.result().status_code == 200
+    assert small.status_code == 200
+    assert ("x-compaction-fallback" in small.headers) is not inline
+    assert small.headers["x-compaction-strategies"] == "minify,mask,window"
 
 
 class BlockParams(Params):
