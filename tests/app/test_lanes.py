@@ -49,7 +49,7 @@ def test_a_full_large_lane_refuses_more_large_requests_while_small_ones_go_on(
             time.sleep(0.01)
         refused = httpx.post(url, json=body(200_000), headers=HOLD, timeout=30)
         readyz = httpx.get(f"{proxy.url}/readyz")
-        small = httpx.post(url, json=request_body, timeout=30)  # its own lane: not behind the large ones
+        small = httpx.post(url, json=body(), timeout=30)  # its own lane: not behind the large ones
         holding.release.set()
         assert running.result().status_code == 200 and waiting.result().status_code == 200
         after = httpx.get(f"{proxy.url}/readyz")
