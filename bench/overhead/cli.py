@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from .goals import goals_markdown
 from .measure import measure
 from .report import Report, check_docs, markdown, update_docs
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         report = Report.from_json(json.loads(args.from_json.read_text()))
     else:
         report = measure(args)
-    text = markdown(report)
+    text = markdown(report) + goals_markdown(report)
     print(text, end="")
     if args.json:
         args.json.write_text(json.dumps(report.to_json(), indent=1) + "\n")

@@ -60,6 +60,8 @@ def write_bodies(directory: Path) -> list[Body]:
 
 def targets(args: argparse.Namespace, not_run: dict[str, str]) -> list[Target]:
     chosen = [direct(), compaction_proxy("none"), compaction_proxy(None)]
+    if not args.smoke:
+        chosen.append(compaction_proxy(None, workers=2))
     peers: list[tuple[str, Callable[[], Target]]] = [
         ("LiteLLM proxy", lambda: litellm(find_peer(args.litellm, ".venv-bench-litellm", "litellm"))),
         ("Headroom proxy", lambda: headroom(find_peer(args.headroom, ".venv-bench-headroom", "headroom"))),

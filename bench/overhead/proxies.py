@@ -5,7 +5,7 @@ URL a client uses plus the pid whose memory is measured. Each runs with its out-
 logging included, except where a setting is needed to forward every request unchanged and offline:
 
 - compaction-proxy: `python -m app --upstream URL`; `none` mode is the `X-Compaction-Strategies: none`
-  header, the default chain is no header at all.
+  header, the default chain is no header at all; once more with `--workers 2`.
 - LiteLLM (`litellm[proxy]`): one model entry `gpt-4o -> openai/gpt-4o` at the upstream. It refuses
   to start without a master key, so a random one is set and sent. LITELLM_LOCAL_MODEL_COST_MAP keeps
   it from fetching its price list at start-up (there is no network here).
@@ -99,17 +99,17 @@ def direct() -> Target:
     return Target("direct (nginx)", None)
 
 
-def compaction_proxy(chain: str | None) -> Target:
+def compaction_proxy(chain: str | None, workers: int = 1) -> Target:
     """This proxy; `chain` is sent as X-Compaction-Strategies on every request (None: no header, so the
-    configured default chain runs).
+    configured default chain runs); workers > 1: `--workers N` processes on one port.
     """
 
     def prepare(upstream: str, port: int, scratch: Path) -> Launch:
         # Run from the checkout, so `python -m app` is this tree's code whether or not it is installed.
         argv = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port), "--upstream", upstream]
-        return Launch(argv, cwd=CHECKOUT)
+        return Launch(argv + (["--workers", str(workers)] if workers > 1 else []), cwd=CHECKOUT)
 
-    label = "default chain" if chain is None else chain
+    label = ("default chain" if chain is None else chain) + (f", --workers {workers}" if workers > 1 else "")
     headers = {} if chain is None else {"X-Compaction-Strategies": chain}
     return Target(f"compaction-proxy ({label})", prepare, headers, _own_version(), start_timeout=60)
 
