@@ -10,7 +10,7 @@ import anyio
 import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from .auth import Api, Keys
 from .errors import ApiError
@@ -24,6 +24,7 @@ from .wire import ChatCompletions, WireFormat
 logger = logging.getLogger("compaction_proxy.upstream")
 EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")  # what ends an SSE event, by line ending
 REFUSE_ALL = DefaultCookiePolicy(allowed_domains=[])
+WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
 # Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
 OnComplete = Callable[[bytes], Awaitable[None]]
 
@@ -195,6 +196,25 @@ class Relay(StreamingResponse):
             headers.get("content-type", "").startswith("text/event-stream")
             and headers.get("content-encoding", "identity") == "identity"
             and (sent == 0 or tail.endswith(EVENT_ENDS))
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._arrives_whole():
+            # Starlette watches for the client's disconnect in a task of its own while it streams; for a short
+            # answer of known length (a whole chat completion) that costs more than it could ever save.
+            await self.stream_response(send)
+            if self.background is not None:
+                await self.background()
+            return
+        await super().__call__(scope, receive, send)
+
+    def _arrives_whole(self) -> bool:
+        headers = self.upstream.headers
+        length = headers.get("content-length", "")
+        return (
+            not headers.get("content-type", "").startswith("text/event-stream")
+            and length.isdigit()
+            and int(length) <= WHOLE_BYTES
         )
 
     async def stream_response(self, send: Send) -> None:
