@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors.multiprocess import Multiprocess
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from .metrics import MULTIPROCESS_DIR_ENV
 from .server import server_config
@@ -61,9 +62,73 @@ def shared_metrics_dir() -> Iterator[str]:
         shutil.rmtree(made, ignore_errors=True)
 
 
+def reuseport_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on one address (SO_REUSEPORT), one per worker: the kernel spreads new connections
+    over them evenly. On one shared socket, the worker that wakes first accepts every connection waiting, so a
+    burst of keep-alive connections (a load balancer's pool, a benchmark's) could all land on one worker.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            port = sock.getsockname()[1]  # port 0: the one the first socket got, for all
+            sock.set_inheritable(True)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 class Supervisor(Multiprocess):
+    """uvicorn's supervisor, each worker with a listening socket of its own (self.sockets[i] is worker i's)."""
+
+    def _spawn(self, index: int) -> Process:
+        process = Process(self.config, [self.sockets[index]])
+        process.start()
+        return process
+
+    def init_processes(self) -> None:
+        self.processes = [self._spawn(index) for index in range(self.processes_num)]
+
+    def keep_subprocess_alive(self) -> None:
+        # uvicorn's, but the replacement gets the dead worker's socket, whose queued connections it then serves.
+        if self.should_exit.is_set():
+            return
+        for index, process in enumerate(self.processes):
+            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:  # the app is broken: every restart would fail the same way
+                logger.error("worker [%s] failed to start; stopping", process.pid)
+                self.should_exit.set()
+                return
+            logger.info("worker [%s] died; starting another on its socket", process.pid)
+            self.processes[index] = self._spawn(index)
+
+    def restart_all(self) -> None:
+        # SIGHUP: each worker replaced in turn, the new one serving before the old one is stopped.
+        for index, old in enumerate(self.processes):
+            if self.should_exit.is_set():
+                return
+            new = self._spawn(index)
+            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+                new.kill()
+                new.join()
+                logger.error("worker [%s] was not ready in time; keeping [%s]", new.pid, old.pid)
+                return
+            old.terminate()
+            old.join()
+            self.processes[index] = new
+
     def terminate_all(self) -> None:
-        # uvicorn keeps the listening socket open here, to hand to replacement workers. Left open while the
+        # uvicorn keeps the listening sockets open here, to hand to replacement workers. Left open while the
         # workers drain, the kernel would go on completing new connections that no worker ever accepts, so
         # clients and load balancers would hang instead of being refused and retrying elsewhere.
         for sock in self.sockets:
@@ -81,7 +146,8 @@ def run_workers(settings: Settings, overrides: Mapping[str, Any]) -> int:
     os.environ.update(flag_environment(overrides))
     with shared_metrics_dir():
         config = server_config(WORKER_APP, settings, factory=True, workers=settings.workers)
-        supervisor = Supervisor(config, sockets=[config.bind_socket()])
+        sockets = reuseport_sockets(settings.host, settings.port, settings.workers)
+        supervisor = Supervisor(config, sockets=sockets)
         supervisor.run()
     if supervisor.failed_to_start:
         logger.error("a worker failed to start; see its lines above")

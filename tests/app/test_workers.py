@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -54,6 +55,34 @@ def until_both_workers_answered(proxy: ProxyProcess) -> set[str]:
             sent.update(pool.map(lambda _: chat(proxy), range(16)))
             time.sleep(0.1)  # the log lines are read by a thread of their own
     return sent
+
+
+def test_a_burst_of_keep_alive_connections_is_spread_over_the_workers(upstream: StandInUpstream) -> None:
+    """16 connections opened at once, as a load balancer's pool opens them, then one request on each: every worker
+    gets a share. On one shared listening socket the worker woken first accepted them all, often every one.
+    """
+    args = ("--upstream", f"{upstream.url}/v1", "--workers", "2")  # type: ignore[attr-defined]
+    with ProxyProcess(*args, env={"COMPACTION_API_KEYS": KEY}) as proxy:
+        until_both_workers_answered(proxy)  # both are serving
+        connections = [http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30) for _ in range(16)]
+        for connection in connections:
+            connection.connect()
+        sent = set()
+        for connection in connections:
+            request_id = uuid.uuid4().hex
+            connection.request("POST", "/v1/chat/completions", json.dumps(CHAT), {**AUTH, "x-request-id": request_id})
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read()
+            sent.add(request_id)
+        for connection in connections:
+            connection.close()
+        time.sleep(0.3)  # the log lines are read by a thread of their own
+        entries = [json.loads(line) for line in list(proxy.lines)]
+        served = [e["pid"] for e in entries if e["logger"] == "compaction_proxy.chat" and e["request_id"] in sent]
+    assert len(served) == 16
+    # The kernel hashes each connection to a worker's socket: both get at least 2 (fails with p = 34 / 2**16).
+    assert len(set(served)) == 2 and min(served.count(pid) for pid in set(served)) >= 2
 
 
 def test_two_workers_share_the_port_and_metrics_count_both(upstream: StandInUpstream, tmp_path: Path) -> None:
