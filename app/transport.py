@@ -24,6 +24,7 @@ import httpx
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+Proxy = URL | None  # where to send a request through, credentials in its userinfo; None: direct
 MAX_ORIGINS = 16
 WRITE_CHUNK = 64 * 1024  # aiohttp waits for the socket to drain after this much; smaller bodies never wait
 # aiohttp's headers for a request that has none of its own: the client's (or none) go instead.
@@ -42,7 +43,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         # httpx's own certificate choice (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), so trust is what it was.
         self.ssl: ssl.SSLContext = httpx.create_ssl_context(trust_env=trust_env)
         self._session: aiohttp.ClientSession | None = None
-        self._proxies: dict[URL, URL | None] = {}  # by origin: the environment is read once for each
+        self._proxies: dict[URL, Proxy] = {}  # by origin: the environment is read once for each
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _session_here(self) -> aiohttp.ClientSession:
@@ -64,7 +65,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._loop = loop
         return self._session
 
-    def _proxy_for(self, url: URL) -> URL | None:
+    def _proxy_for(self, url: URL) -> Proxy:
         if not self.trust_env:
             return None
         origin = url.origin()
@@ -192,13 +193,15 @@ def _headers(request: httpx.Request) -> list[tuple[str, str]]:
     return [(k, v) for k, v in request.headers.multi_items() if k.lower() != "transfer-encoding"]
 
 
-def _env_proxy(url: URL) -> URL | None:
-    """The proxy that HTTP(S)_PROXY and NO_PROXY name for `url`, as httpx would use it; None: go direct."""
+def _env_proxy(url: URL) -> Proxy:
+    """The proxy that HTTP(S)_PROXY and NO_PROXY name for `url`, as httpx would use it, with the credentials its
+    URL gave; None: go direct.
+    """
     try:
-        proxy, _auth = get_env_proxy_for_url(url)
+        proxy, auth = get_env_proxy_for_url(url)
     except LookupError:
         return None
-    return proxy
+    return proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password)
 
 
 def _mapped(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.TransportError:

@@ -5,6 +5,7 @@ connections reused, cookies never carried from one client to another, the enviro
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -111,11 +112,12 @@ def test_the_proxys_own_client_keeps_no_cookies(recorder: Any) -> None:
     assert [("cookie" in s["headers"]) for s in rec.seen] == [False, False]
 
 
+@pytest.mark.parametrize("credentials", ["", "proxy-user:proxy-pass@"], ids=["open", "with-credentials"])
 def test_the_environments_http_proxy_carries_the_request(
-    start_proxy: ProxyFactory, recorder: Any, monkeypatch: pytest.MonkeyPatch
+    start_proxy: ProxyFactory, recorder: Any, monkeypatch: pytest.MonkeyPatch, credentials: str
 ) -> None:
     rec, server = recorder
-    monkeypatch.setenv("HTTP_PROXY", server.url)
+    monkeypatch.setenv("HTTP_PROXY", server.url.replace("http://", f"http://{credentials}"))
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     # Nothing listens at the upstream's own address: the answer can only have come through the proxy.
@@ -125,6 +127,8 @@ def test_the_environments_http_proxy_carries_the_request(
     assert response.status_code == 200
     assert len(rec.seen) == 1
     assert rec.seen[0]["headers"]["host"].startswith("upstream.invalid:")
+    expected = "Basic " + base64.b64encode(b"proxy-user:proxy-pass").decode() if credentials else None
+    assert rec.seen[0]["headers"].get("proxy-authorization") == expected
     assert json.loads(rec.seen[0]["body"])["messages"] == BODY["messages"]
 
 
