@@ -55,5 +55,6 @@ def test_smoke_run_reports_every_target_body_and_concurrency_without_errors(tmp_
 
     # The peers are optional bench extras, never run in smoke mode; the report says so instead of hiding them.
     assert set(report["not_run"]) == {"LiteLLM proxy", "Headroom proxy"}
-    for heading in ("Latency and throughput", "Time to the first event", "Memory of the proxy process", "Not run:"):
+    headings = ("Latency and throughput", "Time to the first event", "Memory of the proxy process", "Not run:", "Goals")
+    for heading in headings:
         assert heading in result.stdout
