@@ -94,7 +94,7 @@ class FirstByteResult:
     p90_ms: float
 
 
-def _one_stream(host: str, port: int, request: bytes, timeout: float) -> tuple[float, bool]:
+def one_stream(host: str, port: int, request: bytes, timeout: float) -> tuple[float, bool]:
     """Milliseconds from the first byte of the request sent to the first `data:` event received, and
     whether the answer was a 200 that ended with `data: [DONE]`.
     """
@@ -122,8 +122,8 @@ def first_byte(url: str, body_path: Path, headers: dict[str, str], *, samples: i
     head = [f"POST {parsed.path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
     head += [f"{name}: {value}" for name, value in headers.items()] + ["Connection: close", "", ""]
     request = "\r\n".join(head).encode() + body
-    _one_stream(host, port, request, timeout=60)  # unmeasured: the first request may fill caches
-    results = [_one_stream(host, port, request, timeout=60) for _ in range(samples)]
+    one_stream(host, port, request, timeout=60)  # unmeasured: the first request may fill caches
+    results = [one_stream(host, port, request, timeout=60) for _ in range(samples)]
     times = sorted(ms for ms, _ in results)
     return FirstByteResult(
         samples=samples,
