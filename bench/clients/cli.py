@@ -20,6 +20,7 @@ import resource
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..agent_history import agent_history
 from ..canned import MODEL
@@ -45,6 +46,15 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+async def relayed(response: Any) -> int:
+    """An httpx or httpx2 response read as the proxy relays it (raw chunks, as they come), then closed; its size."""
+    size = 0
+    async for chunk in response.aiter_raw():
+        size += len(chunk)
+    await response.aclose()
+    return size
+
+
 async def httpx_like(module_name: str, url: str, connections: int) -> Client:
     module = importlib.import_module(module_name)
     limits = module.Limits(max_connections=connections, max_keepalive_connections=connections)
@@ -52,12 +62,7 @@ async def httpx_like(module_name: str, url: str, connections: int) -> Client:
 
     async def send(body: bytes) -> int:
         request = client.build_request("POST", url, content=body, headers={"content-type": "application/json"})
-        response = await client.send(request, stream=True)
-        size = 0
-        async for chunk in response.aiter_raw():
-            size += len(chunk)
-        await response.aclose()
-        return size
+        return await relayed(await client.send(request, stream=True))
 
     return send, client.aclose
 
@@ -99,11 +104,7 @@ async def httpx_over_aiohttp(url: str, connections: int, *, pooled_client: bool)
         else:
             request = httpx.Request("POST", url, content=body, headers=headers, extensions={"timeout": timeout})
             response = await transport.handle_async_request(request)
-        size = 0
-        async for chunk in response.aiter_raw():
-            size += len(chunk)
-        await response.aclose()
-        return size
+        return await relayed(response)
 
     return send, client.aclose
 
