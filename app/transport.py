@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator
-from types import TracebackType
 
 import aiohttp
 import httpx
@@ -26,6 +25,7 @@ from yarl import URL
 
 Proxy = URL | None  # where to send a request through, credentials in its userinfo; None: direct
 MAX_ORIGINS = 16
+KEEPALIVE_SECONDS = 5.0  # an idle upstream connection is closed after this, as httpx's were
 WRITE_CHUNK = 64 * 1024  # aiohttp waits for the socket to drain after this much; smaller bodies never wait
 # aiohttp's headers for a request that has none of its own: the client's (or none) go instead.
 _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
@@ -36,12 +36,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     aiohttp binds its connections to one loop.
     """
 
-    def __init__(self, *, limits: httpx.Limits, keepalive_seconds: float = 5.0, trust_env: bool = True) -> None:
+    def __init__(self, *, limits: httpx.Limits) -> None:
         self.limit = limits.max_connections or 0
-        self.keepalive_seconds = keepalive_seconds
-        self.trust_env = trust_env
         # httpx's own certificate choice (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), so trust is what it was.
-        self.ssl: ssl.SSLContext = httpx.create_ssl_context(trust_env=trust_env)
+        self.ssl: ssl.SSLContext = httpx.create_ssl_context(trust_env=True)
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[URL, Proxy] = {}  # by origin: the environment is read once for each
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -50,7 +48,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
             connector = aiohttp.TCPConnector(
-                limit=self.limit, limit_per_host=0, keepalive_timeout=self.keepalive_seconds, ssl=self.ssl
+                limit=self.limit, limit_per_host=0, keepalive_timeout=KEEPALIVE_SECONDS, ssl=self.ssl
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -66,8 +64,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     def _proxy_for(self, url: URL) -> Proxy:
-        if not self.trust_env:
-            return None
         origin = url.origin()
         if origin not in self._proxies:
             if len(self._proxies) >= MAX_ORIGINS:  # the base URLs are configured: a handful at most
@@ -126,14 +122,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self.aclose()
 
 
 class _Upload:
