@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .report import LoadRow, Report
+from .report import Report
 
 DEFAULT = "compaction-proxy (default chain)"
 WORKERS = "compaction-proxy (default chain, --workers 2)"
@@ -22,18 +22,14 @@ class Goal:
     met: bool
 
 
-def _row(rows: dict[tuple[str, str, int], LoadRow], target: str, body: str, concurrency: int) -> LoadRow | None:
-    return rows.get((target, body, concurrency))
-
-
 def goals(report: Report) -> list[Goal]:
     """The goals whose rows the report has (a peer not run leaves its comparison out)."""
     rows = {(r.target, r.body, r.concurrency): r for r in report.load}
     out = []
     for body in BODIES:
         for concurrency in (1, 16):
-            ours = _row(rows, DEFAULT, body, concurrency)
-            peers = [r for p in PEERS if (r := _row(rows, p, body, concurrency)) is not None]
+            ours = rows.get((DEFAULT, body, concurrency))
+            peers = [r for p in PEERS if (r := rows.get((p, body, concurrency))) is not None]
             if ours is None or not peers:
                 continue
             best = max(peers, key=lambda r: r.rps)
@@ -46,7 +42,7 @@ def goals(report: Report) -> list[Goal]:
                 )
             )
     for body in BODIES:
-        one, many = _row(rows, DEFAULT, body, 1), _row(rows, DEFAULT, body, 16)
+        one, many = rows.get((DEFAULT, body, 1)), rows.get((DEFAULT, body, 16))
         if one is None or many is None:
             continue
         out.append(
@@ -72,7 +68,7 @@ def goals(report: Report) -> list[Goal]:
                     one.added_p50_ms <= limit,
                 )
             )
-        workers = _row(rows, WORKERS, body, 16)
+        workers = rows.get((WORKERS, body, 16))
         if workers is not None:
             ratio = workers.rps / many.rps
             out.append(
