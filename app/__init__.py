@@ -1,6 +1,6 @@
 """The HTTP layer: settings, routes, the upstream client and error handling."""
 
-from .main import ConfigError, create_app
-from .settings import Settings
+from app.main import ConfigError, create_app
+from app.settings import Settings
 
 __all__ = ["ConfigError", "Settings", "create_app"]

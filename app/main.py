@@ -12,26 +12,26 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
+from app.cache import CacheError, open_backend
+from app.compaction.compactor import Compactor
+from app.compaction.prefix import PrefixTracker
+from app.edge.body import BodyTimeoutMiddleware
+from app.edge.error_handlers import InternalErrorMiddleware, install_error_handlers
+from app.edge.metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
+from app.edge.request_id import RequestIdMiddleware
+from app.expansion.loop import Expander
+from app.expansion.memory import ExpansionMemory
+from app.notes.runtime import NotesRuntime
+from app.policy.keys import Keys, OpenRelayError
+from app.routes import compacted, health, passthrough, strategies, websocket
+from app.server.logs import configure_logging
+from app.server.readiness import Readiness
+from app.services import Services, authenticate
+from app.settings import Settings
+from app.upstream.client import Upstream, printable_url
+from app.upstream.models import UpstreamModels
+from app.wire import wire_formats
 from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, TokenCounter
-
-from .auth import Keys, OpenRelayError
-from .compaction import Compactor
-from .errors import InternalErrorMiddleware, install_error_handlers
-from .expansion.loop import Expander
-from .expansion.memory import ExpansionMemory
-from .limits import BodyTimeoutMiddleware
-from .logs import configure_logging
-from .metrics import MULTIPROCESS_DIR_ENV, Metrics, MetricsMiddleware
-from .model_limits import UpstreamModels
-from .notes import NotesRuntime
-from .notes_cache import CacheError, open_backend
-from .prefix_tracking import PrefixTracker
-from .readiness import Readiness
-from .request_id import RequestIdMiddleware
-from .routes import chat, health, messages, passthrough, responses, strategies
-from .services import Services, authenticate
-from .settings import Settings
-from .upstream import Upstream, printable_url
 
 logger = logging.getLogger("compaction_proxy.main")
 
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         )
     except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
         raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
-    known = UpstreamModels.build(
+    upstream_models = UpstreamModels.build(
         models,
         settings.models,
         default_limits,
@@ -96,12 +96,12 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             notes=notes,
             prefix=prefix,
             expansions=expansions,
-            known=known,
+            upstream_models=upstream_models,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     expander = Expander(settings, upstream, metrics, expansions)
-    services = Services(settings, compactor, upstream, expander, keys, metrics, readiness)
+    services = Services(settings, compactor, upstream, upstream_models, expander, keys, metrics, readiness)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -124,7 +124,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
                 await anyio.to_thread.run_sync(prefix.close)
             if expansions is not None:
                 await anyio.to_thread.run_sync(expansions.close)
-            await anyio.to_thread.run_sync(known.close)
+            await anyio.to_thread.run_sync(upstream_models.close)
 
     # /openapi.json describes the proxy's own routes (the fuzz tests generate requests from it); no docs UI,
     # whose pages would load scripts from a CDN.
@@ -145,9 +145,8 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     install_error_handlers(app)
     app.include_router(health.router)  # /healthz, /readyz and /metrics need no key
     guarded = [Depends(authenticate)]
-    app.include_router(chat.router, dependencies=guarded)
-    app.include_router(responses.router, dependencies=guarded)
-    app.include_router(messages.router, dependencies=guarded)
+    app.include_router(compacted.router(wire_formats()), dependencies=guarded)
+    app.include_router(websocket.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
     app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)

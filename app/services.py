@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from .auth import Keys
-from .compaction import Compactor
-from .expansion.loop import Expander
-from .metrics import Metrics
-from .readiness import Readiness
-from .settings import Settings
-from .upstream import Upstream
+from app.compaction.compactor import Compactor
+from app.edge.metrics import Metrics
+from app.expansion.loop import Expander
+from app.policy.keys import Keys
+from app.server.readiness import Readiness
+from app.settings import Settings
+from app.upstream.client import Upstream
+from app.upstream.models import UpstreamModels
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Services:
     settings: Settings
     compactor: Compactor  # with the notes runtime and the prefix tracker it uses
     upstream: Upstream
+    upstream_models: UpstreamModels | None  # each model's window and calibration, as learned; None: learn_limits off
     expander: Expander  # answers the expand tool's calls on requests it was offered on
     keys: Keys
     metrics: Metrics

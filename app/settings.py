@@ -16,6 +16,8 @@ from strategies import ModelLimits
 
 # Deeper than any real request (OpenAI's structured outputs allow 10 levels of schema nesting, about 25 levels of
 # JSON in the body), far below orjson's 255 levels for writing a body back.
+# Which upstream a request goes to: the OpenAI-compatible one (upstream_base_url) or Anthropic's (anthropic_base_url).
+Api = Literal["openai", "anthropic"]
 DEFAULT_MAX_JSON_DEPTH = 64
 
 

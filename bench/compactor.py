@@ -7,7 +7,7 @@ prompt-cache report, the client's keys).
 
 from __future__ import annotations
 
-from app.compaction import Compactor
+from app.compaction.compactor import Compactor
 from app.settings import Settings
 from strategies import Encodings, Memo, ModelTable, Registry, TokenCounter
 

@@ -15,8 +15,9 @@ import os
 import statistics
 import time
 
-from app.compaction import Compactor
+from app.compaction.compactor import Compactor
 from app.settings import Settings
+from app.wire import ChatCompletions
 from strategies import Encodings, ModelTable, Registry, TokenCounter
 
 from .agent_history import agent_history
@@ -36,7 +37,7 @@ def measure(args: argparse.Namespace) -> None:
 
     def timed(c: Compactor, raw: bytes) -> float:
         started = time.perf_counter()
-        c.compact_sync(raw, c.default_chain)
+        c.compact_sync(raw, ChatCompletions(), c.default_chain)
         return (time.perf_counter() - started) * 1000
 
     cold = [timed(compactor(settings, encodings, registry, models), body) for _ in range(args.repeat_cold)]
@@ -44,7 +45,7 @@ def measure(args: argparse.Namespace) -> None:
     timed(warm_compactor, body)
     warm = [timed(warm_compactor, body) for _ in range(args.repeat)]
     grown_ms = [timed(warm_compactor, grown) for _ in range(args.repeat)]
-    result = warm_compactor.compact_sync(body, warm_compactor.default_chain).result
+    result = warm_compactor.compact_sync(body, ChatCompletions(), warm_compactor.default_chain).result
     print(f"tokens before -> after: {result.tokens_before} -> {result.tokens_after}")
     print(f"cold caches:              median {statistics.median(cold):8.1f} ms  (n={len(cold)})")
     print(f"warm caches, same request: median {statistics.median(warm):7.1f} ms  max {max(warm):.1f} ms")

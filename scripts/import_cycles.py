@@ -1,9 +1,11 @@
-"""Cycles in the import graph of app/ and strategies/, at run time and counting imports made for type checking.
+"""Cycles in the import graph of app/, strategies/ and bench/, and imports that cross a layer the wrong way.
 
     python3 scripts/import_cycles.py [ROOT]        # ROOT: a checkout (default: this one)
 
-Reads the sources (nothing is imported): every `import` and `from ... import` at module level or under `if
-TYPE_CHECKING:`, resolved to the project's modules; a package's __init__ re-exporting its own modules is no cycle.
+Reads the sources (nothing is imported): every `import` and `from ... import`, wherever it is (module level, inside
+a function, under `if TYPE_CHECKING:`), resolved to the project's modules; a package's __init__ re-exporting its own
+modules is no cycle. The layers: strategies/ imports nothing from app/ or bench/; app/ nothing from bench/ or tests/;
+bench/ nothing from tests/ (tests/app/test_structure.py holds these as tests).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import ast
 import sys
 from pathlib import Path
 
-PACKAGES = ("strategies", "app")
+PACKAGES = ("strategies", "app", "bench", "tests")
+# What each package may not import, at all.
+FORBIDDEN = {"strategies": ("app", "bench", "tests"), "app": ("bench", "tests"), "bench": ("tests",)}
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -20,34 +24,46 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Per module: the project modules it imports at run time, and those it imports only for type checking."""
-    modules = {module_name(root, p): p for package in PACKAGES for p in (root / package).rglob("*.py")}
-    runtime: dict[str, set[str]] = {m: set() for m in modules}
-    typing: dict[str, set[str]] = {m: set() for m in modules}
+def imported(root: Path, path: Path) -> set[str]:
+    """Every module name `path` imports, anywhere in it, absolute (relative imports resolved)."""
+    name = module_name(root, path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def imports(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Per module of `packages`: the project modules it imports, anywhere in it."""
+    modules = {module_name(root, p): p for package in packages for p in (root / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = {
+            target
+            for target in imported(root, path)
+            if target in modules and target != name and not target.startswith(name + ".")
+        }
+    return graph
 
-        def visit(nodes: list[ast.stmt], type_only: bool, name: str = name, package: str = package) -> None:
-            for node in nodes:
-                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                    visit(node.body, True)
-                    continue
-                targets: list[str] = []
-                if isinstance(node, ast.ImportFrom):
-                    base = node.module or ""
-                    if node.level:
-                        up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                        base = ".".join([*up, *([node.module] if node.module else [])])
-                    targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-                elif isinstance(node, ast.Import):
-                    targets = [alias.name for alias in node.names]
-                for target in targets:
-                    if target in modules and target != name and not target.startswith(name + "."):
-                        (typing if type_only else runtime)[name].add(target)
 
-        visit(ast.parse(path.read_text()).body, False)
-    return runtime, typing
+def crossings(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs that break FORBIDDEN."""
+    return sorted(
+        (name, target)
+        for name, targets in graph.items()
+        for target in targets
+        for banned in FORBIDDEN.get(name.split(".")[0], ())
+        if target == banned or target.startswith(banned + ".")
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -94,10 +110,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def main() -> None:
     root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
-    runtime, typing = imports(root)
-    both = {name: runtime[name] | typing[name] for name in runtime}
-    print("cycles at run time:", cycles(runtime) or "none")
-    print("cycles with imports for type checking:", cycles(both) or "none")
+    graph = imports(root)
+    print("import cycles (every import):", cycles(graph) or "none")
+    print("imports across a layer:", crossings(graph) or "none")
 
 
 if __name__ == "__main__":

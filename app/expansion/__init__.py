@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.wire import Parsed, WireFormat
 from strategies import Message
 from strategies.refs import Originals
-
-from ..wire import Parsed, WireFormat
-from . import chat
 
 
 @dataclass(frozen=True)
@@ -34,15 +32,7 @@ class Expansion:
     at: int
     anchor: str
 
-
-def added_tools(expansion: Expansion) -> list[Any]:
-    """The tools the proxy adds to the request (for the dry run)."""
-    plain, offered = expansion.plain.request.get("tools") or [], expansion.offered.request.get("tools") or []
-    return list(offered[len(plain) :])
-
-
-def offer(wire: WireFormat, parsed: Parsed) -> Parsed | None:
-    """The request with the expand tool, or None when its format or its fields rule the tool out."""
-    if wire.name == "chat.completions":
-        return chat.offer(parsed)
-    return None
+    def added_tools(self) -> list[Any]:
+        """The tools the proxy adds to the request (for the dry run)."""
+        plain, offered = self.plain.request.get("tools") or [], self.offered.request.get("tools") or []
+        return list(offered[len(plain) :])

@@ -6,7 +6,7 @@ Any other answer is final and goes to the client, without expand calls made besi
 dropped: the client's calls are what it acts on, and the stub stays for the model to expand later). The client
 never sees an internal round: a whole answer comes after the last round with the usage of all of them summed
 (X-Compaction-Expansions says how many there were); a streamed one passes content as it comes, round after
-round, in one response (app.expansion.chat.StreamedRound).
+round, in one response (the format's ExpandTool.stream, app.wire.base).
 
 Upstream answers are read decoded (accept-encoding: identity is asked for, as the answers are parsed); an error
 answer to any round reaches the client unchanged when nothing was sent yet, else ends the stream in the wire
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import httpx
@@ -25,20 +25,20 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from app.compaction.compactor import Compacted
+from app.compaction.lanes import disconnected
+from app.edge.errors import ApiError
+from app.edge.headers import EXPANSIONS, RawHeaders, client_response_headers
+from app.edge.metrics import Metrics
+from app.expansion.memory import ExpansionMemory
+from app.expansion.rounds import Round, call_id, round_messages
+from app.settings import Settings
+from app.upstream.client import Upstream
+from app.upstream.relay import EVENT_ENDS, broken_stream
+from app.wire import dump_json
+from app.wire.base import ModelCall
 from strategies import Message
 from strategies.refs import ExpandCall
-
-from ..errors import ApiError
-from ..headers import EXPANSIONS, RawHeaders, client_response_headers
-from ..lanes import disconnected
-from ..metrics import Metrics
-from ..settings import Settings
-from ..upstream import EVENT_ENDS, Upstream, broken_stream
-from ..wire import dump_json
-from . import Expansion
-from .chat import Answer, Call, StreamedRound, add_usage
-from .memory import ExpansionMemory
-from .rounds import Round, call_id, round_messages
 
 logger = logging.getLogger("compaction_proxy.expansion")
 T = TypeVar("T")
@@ -46,8 +46,30 @@ T = TypeVar("T")
 MAX_ARGUMENTS = 4096
 
 
-# Sends the first round (its body given), answering the response and the expansion the rounds go on from.
-First = Callable[[bytes], Awaitable[tuple[httpx.Response, Expansion | None]]]
+class Offered(Protocol):
+    """A forwarded request the expand tool was offered on (app.forwarding.Forwarding), as the rounds use it."""
+
+    request: Request
+    headers: RawHeaders  # what goes upstream with every round
+    compacted: Compacted  # what was sent last; its expansion is set
+
+    async def send(self) -> httpx.Response | None:
+        """The first round: fitted to the model's window (maybe compacted again, and so with another expansion).
+        None: the client went away meanwhile.
+        """
+        ...
+
+    async def open(self, body: bytes) -> httpx.Response:
+        """A later round's body sent to the same upstream."""
+        ...
+
+    def response_headers(self) -> RawHeaders:
+        """The X-Compaction-* headers for the client, of what was sent last."""
+        ...
+
+
+class _ClientGone(Exception):
+    """The client went away while its first round was compacted again."""
 
 
 class Expander:
@@ -59,54 +81,37 @@ class Expander:
         self.metrics = metrics
         self.memory = memory
 
-    async def forward(
-        self,
-        request: Request,
-        expansion: Expansion,
-        body: bytes,
-        path: str,
-        headers: RawHeaders,
-        extra: RawHeaders,
-        first: First | None = None,
-    ) -> Response:
-        """Send the first round's body and run the rounds; extra: the X-Compaction-* headers for the client (first
-        may change them before they are sent). first: sends the first round instead (app.fitting: fitted to the
-        model's window, maybe compacted again, whose expansion then carries on).
-        """
-        headers = [(k, v) for k, v in headers if k.lower() != b"accept-encoding"] + [(b"accept-encoding", b"identity")]
-        run = _Run(self, expansion, path, request.url.query, headers, first)
-        if expansion.plain.body.get("stream") is True:
-            return await run.stream(body, extra)
-        answered = await _unless_gone(request, lambda: run.complete(body, extra))
+    async def forward(self, offered: Offered) -> Response:
+        """Send the first round and run the rounds; the client's answer, or a 499 once it has gone."""
+        # Every round's answer is parsed, so it is asked for uncompressed.
+        headers = [(k, v) for k, v in offered.headers if k.lower() != b"accept-encoding"]
+        offered.headers = [*headers, (b"accept-encoding", b"identity")]
+        run = _Run(self, offered)
+        try:
+            if run.expansion.plain.body.get("stream") is True:
+                return await run.stream()
+            answered = await _unless_gone(offered.request, run.complete)
+        except _ClientGone:
+            answered = None
         return answered if answered is not None else Response(status_code=499)
 
 
 class _Run:
     """The rounds of one request."""
 
-    def __init__(
-        self,
-        expander: Expander,
-        expansion: Expansion,
-        path: str,
-        query: str,
-        headers: RawHeaders,
-        first: First | None = None,
-    ) -> None:
-        self.first = first
+    def __init__(self, expander: Expander, offered: Offered) -> None:
+        expansion = offered.compacted.expansion
+        assert expansion is not None and expansion.wire.expand is not None, "the tool was offered"
         self.x = expander
+        self.offered = offered
         self.expansion = expansion
-        self.path = path
-        self.query = query
-        self.headers = headers
+        self.tool = expansion.wire.expand
+        self.what = f"POST {expansion.wire.upstream_path}"
+        self.first_sent = False
         self.messages: list[Message] = list(expansion.forwarded)
         self.answered = 0  # internal rounds
         self.rounds: list[Round] = []  # those to remember (no call with bad arguments)
         self.calls_made = 0
-
-    @property
-    def what(self) -> str:
-        return f"POST {self.path}"
 
     def next_body(self) -> bytes:
         """The request again with the rounds so far; without the tool once expand_max_rounds are used."""
@@ -115,7 +120,7 @@ class _Run:
         self.x.metrics.expand_rounds.labels("capped").inc()
         return self.expansion.wire.render(self.expansion.plain, self.messages)
 
-    def internal(self, calls: list[Call], other_calls: bool) -> bool:
+    def internal(self, calls: list[ModelCall], other_calls: bool) -> bool:
         """Whether this round's calls are the proxy's to answer; if so, answers them and notes the round."""
         if not calls:
             return False
@@ -150,11 +155,14 @@ class _Run:
         if memory is not None and key is not None and self.rounds:
             await anyio.to_thread.run_sync(memory.remember, key, self.rounds)
 
-    async def open(self, body: bytes) -> httpx.Response:
-        first, self.first = self.first, None
-        if first is None:
-            return await self.x.upstream.open("POST", self.path, query=self.query, headers=self.headers, content=body)
-        response, expansion = await first(body)
+    async def open(self, body: bytes | None) -> httpx.Response:
+        """The first round fitted like any request (body None); a later round's body as it is."""
+        if body is not None:
+            return await self.offered.open(body)
+        response = await self.offered.send()
+        if response is None:
+            raise _ClientGone()
+        expansion = self.offered.compacted.expansion
         if expansion is not None and expansion is not self.expansion:  # compacted again: its rounds go on from it
             self.expansion = expansion
             self.messages = list(expansion.forwarded)
@@ -162,10 +170,12 @@ class _Run:
 
     # --- whole answers ----------------------------------------------------------------------------------------
 
-    async def complete(self, body: bytes, extra: RawHeaders) -> Response:
+    async def complete(self) -> Response:
         usage: dict[str, Any] | None = None
+        body: bytes | None = None
         while True:
             response = await self.open(body)
+            extra = self.offered.response_headers()
             if response.status_code != 200 or not _is_json(response):
                 return self.x.upstream.relay(response, self.what, extra + self._count(), wire=self.expansion.wire)
             try:
@@ -185,8 +195,8 @@ class _Run:
                 data = None
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
-            answer = Answer(data)
-            usage = add_usage(usage, data.get("usage"))
+            answer = self.tool.answer(data)
+            usage = self.tool.add_usage(usage, data.get("usage"))
             if self.internal(answer.expand_calls(), answer.other_calls()):
                 body = self.next_body()
                 continue
@@ -214,8 +224,9 @@ class _Run:
 
     # --- streamed answers -------------------------------------------------------------------------------------
 
-    async def stream(self, body: bytes, extra: RawHeaders) -> Response:
-        response = await self.open(body)
+    async def stream(self) -> Response:
+        response = await self.open(None)
+        extra = self.offered.response_headers()
         if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
             return self.x.upstream.relay(response, self.what, extra, wire=self.expansion.wire)
         out = StreamingResponse(self._events(response), status_code=200)
@@ -228,13 +239,13 @@ class _Run:
         wire = self.expansion.wire
         try:
             while True:
-                streamed = StreamedRound(first_id)
+                streamed = self.tool.stream(first_id)
                 async for event in _sse_events(response.aiter_bytes(), self.x.max_answer_bytes):
                     out = streamed.feed(event)
                     if out:
                         yield out
                 await response.aclose()
-                usage = add_usage(usage, streamed.usage)
+                usage = self.tool.add_usage(usage, streamed.usage)
                 if not self.internal(streamed.expand_calls(), streamed.other_calls()):
                     break
                 first_id = first_id or streamed.id

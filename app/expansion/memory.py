@@ -14,9 +14,9 @@ import json
 import logging
 from collections.abc import Sequence
 
-from ..notes_cache import Backend, CacheError, open_backend
-from ..settings import Settings
-from .rounds import MAX_ID_CHARS, Round
+from app.cache import Backend, CacheError, open_backend
+from app.expansion.rounds import MAX_ID_CHARS, Round
+from app.settings import Settings
 
 NAMESPACE = "expanded:"
 # A conversation's newest rounds: every one of them is shown again on each later request.

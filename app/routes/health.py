@@ -6,9 +6,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..errors import ApiError
-from ..openapi import ErrorResponse
-from ..services import services
+from app.edge.errors import ApiError
+from app.routes.openapi import ErrorResponse
+from app.services import services
 
 router = APIRouter()
 

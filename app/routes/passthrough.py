@@ -4,11 +4,12 @@ from urllib.parse import unquote
 
 from fastapi import APIRouter, Request, Response
 
-from ..auth import Api
-from ..errors import ApiError
-from ..headers import upstream_request_headers
-from ..limits import limited_stream
-from ..services import services
+from app.edge.body import limited_stream
+from app.edge.errors import ApiError
+from app.edge.headers import upstream_request_headers
+from app.services import services
+from app.settings import Api
+from app.wire import AnthropicMessages, ChatCompletions, WireFormat
 
 router = APIRouter()
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -54,6 +55,11 @@ def _api(rest: str, request: Request) -> Api:
     return "anthropic" if anthropic else "openai"
 
 
+def _stream_format(api: Api) -> WireFormat:
+    """Whose error event ends a passthrough stream the upstream broke off: the API's own."""
+    return AnthropicMessages() if api == "anthropic" else ChatCompletions()
+
+
 # Not in /openapi.json: what these paths accept and answer is the upstream's contract, not the proxy's.
 @router.api_route("/v1/{path:path}", methods=METHODS, include_in_schema=False)
 async def passthrough(path: str, request: Request) -> Response:
@@ -67,12 +73,13 @@ async def passthrough(path: str, request: Request) -> Response:
     # Streamed, never buffered, yet under the same limit: an oversized body is refused before anything goes
     # upstream when Content-Length announces it, else the upstream request is aborted once it is exceeded.
     body = limited_stream(request, svc.settings.max_body_bytes) if has_body else None
+    api = _api(rest, request)
     response = await svc.upstream.open(
         request.method,
         rest,
         query=request.url.query,
         headers=upstream_request_headers(request.headers.raw, keep_content_length=True),
         content=body,
-        api=_api(rest, request),
+        api=api,
     )
-    return svc.upstream.relay(response, f"{request.method} {rest}")
+    return svc.upstream.relay(response, f"{request.method} {rest}", wire=_stream_format(api))

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..services import services
+from app.services import services
 
 router = APIRouter()
 

@@ -1,11 +1,23 @@
-"""What every wire format gives the Compactor, and takes back."""
+"""What a wire format is: everything that differs between the APIs the proxy compacts, behind one protocol.
+
+A format names its routes (the client's path and its dry run's), where it goes upstream (the API family and the
+path under its base URL), its error shape, how a body maps to the conversation the strategies see and back, the
+fields its dry run shows, the event that ends a stream cut short, and the expand tool in its own shape (or None
+where the tool is not offered). The routes are a table of these formats (app.routes.compacted): a new API is one
+more format.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.settings import Api
 from strategies import Message
+
+# One call of the expand tool as the model made it: its id, its arguments as sent (app.expansion reads them)
+ModelCall = tuple[Any, str]
 
 
 @dataclass(frozen=True)
@@ -19,11 +31,78 @@ class Parsed:
     extended_context: bool = False
 
 
+class ErrorBody(Protocol):
+    def __call__(
+        self, status: int, message: str, *, type: str, param: str | None = None, code: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+class ExpandAnswer(Protocol):
+    """One round's whole (non-streamed) answer, read."""
+
+    def expand_calls(self) -> list[ModelCall]: ...
+
+    def other_calls(self) -> bool:
+        """Whether the model also called one of the client's tools."""
+        ...
+
+    def for_client(self, usage: dict[str, Any] | None) -> dict[str, Any]:
+        """The answer without expand calls, with the usage of every round (None: as it came)."""
+        ...
+
+
+class ExpandStream(Protocol):
+    """One round's streamed answer, event by event: what to pass to the client now, and what the round called."""
+
+    id: str | None  # the response's id, once seen
+    usage: dict[str, Any] | None
+
+    def feed(self, event: bytes) -> bytes | None:
+        """One SSE event as received (without its blank line); the bytes to send the client now, if any."""
+        ...
+
+    def expand_calls(self) -> list[ModelCall]: ...
+
+    def other_calls(self) -> bool: ...
+
+    def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
+        """What the final round held back, with the usage of every round, and the stream's end."""
+        ...
+
+
+class ExpandTool(Protocol):
+    """The expand tool in one wire format's shape: offered in a request, its calls found in answers."""
+
+    def offer(self, parsed: Parsed) -> Parsed | None:
+        """The request with the tool after the client's own, or None when its fields rule the tool out."""
+        ...
+
+    def answer(self, body: dict[str, Any]) -> ExpandAnswer: ...
+
+    def stream(self, first_id: str | None) -> ExpandStream:
+        """A round's stream reader; first_id: the first round's response id (None: this is the first round)."""
+        ...
+
+    def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
+        """Usage summed over rounds."""
+        ...
+
+
 class WireFormat(Protocol):
-    name: str
+    name: str  # the one value naming the format: metric label `wire`, log lines
+    path: str  # the route the client posts to
+    dry_run_path: str  # its dry run
+    api: Api  # whose upstream it goes to
+    upstream_path: str  # under that upstream's base URL
+    error_body: ErrorBody  # the shape of the proxy's own errors on its routes
+    expand: ExpandTool | None  # None: the expand tool is not offered in this format
+
+    def for_request(self, headers: Mapping[str, str]) -> WireFormat:
+        """The format as this request's headers set it (Anthropic's betas): itself where they change nothing."""
+        ...
 
     def parse(self, raw: bytes, max_depth: int) -> Parsed:
-        """The body's conversation; a 400 ApiError in the format's own shape when it is not one."""
+        """The body's conversation; a 400 ApiError when it is not one."""
         ...
 
     def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
@@ -34,6 +113,10 @@ class WireFormat(Protocol):
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
         """The body with these messages in place of the parsed ones."""
+        ...
+
+    def dry_run_fields(self, sent: dict[str, Any]) -> dict[str, Any]:
+        """What the dry run shows of a body that would be sent: its conversation's fields, as they would go."""
         ...
 
     def stream_error_event(self, message: str, code: str) -> bytes:

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ApiError
-from ..settings import DEFAULT_MAX_JSON_DEPTH
+from app.edge.errors import ApiError
+from app.settings import DEFAULT_MAX_JSON_DEPTH
 
 _CONTAINERS = (dict, list)
 

@@ -27,18 +27,18 @@ its changed text or arguments replaced; one a strategy made (notes) becomes a me
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
+from app.edge.errors import ApiError
+from app.settings import Api
+from app.wire.base import ExpandTool, Parsed
+from app.wire.json_body import dump_body, dump_json, parse_object
+from app.wire.openai import check_stream, json_type, openai_error_body
 from strategies import Message
 from strategies.conversation import text_of, tool_calls_of
 from strategies.messages import WIRE_KEY
-
-from ..errors import ApiError
-from .base import Parsed
-from .chat import check_stream, json_type
-from .json_body import dump_body, dump_json, parse_object
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TEXT_PARTS = frozenset({"input_text", "output_text"})
@@ -79,7 +79,7 @@ BYTES_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
-class ParsedResponses(Parsed):
+class ResponsesParsed(Parsed):
     _: KW_ONLY  # after Parsed's fields with defaults
     items: list[Any]  # `input` as a list (a string input is one user message)
     originals: dict[int, Message]  # id(message) -> message, as parsed
@@ -261,6 +261,15 @@ class Responses:
     """POST /v1/responses: the conversation is `instructions` and the `input` items."""
 
     name = "responses"
+    path = "/v1/responses"
+    dry_run_path = "/compact/responses"
+    api: Api = "openai"
+    upstream_path = "responses"
+    error_body = staticmethod(openai_error_body)
+    expand: ExpandTool | None = None
+
+    def for_request(self, headers: Mapping[str, str]) -> Responses:
+        return self
 
     def parse(self, raw: bytes, max_depth: int) -> Parsed:
         """The fields the proxy acts on are checked: `input` a string or a list of objects, `stream` a boolean or
@@ -276,7 +285,7 @@ class Responses:
             pinned = {"role": "system", "content": instructions, WIRE_KEY: {"tokens": 0, "instructions": True}}
             messages.insert(0, pinned)
         model = body.get("model")
-        return ParsedResponses(
+        return ResponsesParsed(
             body,
             messages,
             model if isinstance(model, str) else "",
@@ -292,7 +301,7 @@ class Responses:
         return messages  # render pairs what the strategies left; nothing else must go whatever they did
 
     def render(self, parsed: Parsed, messages: list[Message]) -> bytes:
-        if not isinstance(parsed, ParsedResponses):
+        if not isinstance(parsed, ResponsesParsed):
             raise TypeError("Responses.render takes what Responses.parse returned")
         items: list[Any] = []
         emitted: set[int] = set()  # a message a strategy repeated must not repeat an item (reasoning ids are unique)
@@ -314,6 +323,9 @@ class Responses:
                 items.extend(_new_items(message))
         body["input"] = items
         return dump_body(body, parsed.stdlib)
+
+    def dry_run_fields(self, sent: dict[str, Any]) -> dict[str, Any]:
+        return {"input": sent.get("input"), "instructions": sent.get("instructions")}
 
     def stream_error_event(self, message: str, code: str) -> bytes:
         # The Responses API's `error` event; the openai SDKs raise APIError on a data object with an "error" key.
@@ -359,7 +371,7 @@ def _chat_tool(tool: Any) -> Any:
     return {"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters") if k in tool}}
 
 
-def _rebuilt(parsed: ParsedResponses, message: Message, original: Message, indices: list[int]) -> list[Any]:
+def _rebuilt(parsed: ResponsesParsed, message: Message, original: Message, indices: list[int]) -> list[Any]:
     """A changed message's items: its original items, the changed text or arguments replaced, the calls a strategy
     removed left out (with the outputs, which are messages of their own).
     """

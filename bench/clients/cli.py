@@ -90,7 +90,7 @@ async def httpx_over_aiohttp(url: str, connections: int, *, pooled_client: bool)
     """
     import httpx
 
-    from app.transport import AiohttpTransport
+    from app.upstream.transport import AiohttpTransport
 
     transport = AiohttpTransport(limits=httpx.Limits(max_connections=connections))
     client = httpx.AsyncClient(transport=transport)

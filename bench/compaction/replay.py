@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from app.expansion.chat import TOOL as EXPAND_TOOL
 from app.expansion.rounds import Round, round_messages, with_rounds
+from app.wire.chat.expand import TOOL as EXPAND_TOOL
 from strategies import (
     Chain,
     Context,

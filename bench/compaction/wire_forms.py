@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from app.compaction import settled
+from app.compaction.compactor import settled
 from app.settings import DEFAULT_MAX_JSON_DEPTH
 from app.wire import AnthropicMessages, Responses
 from app.wire.cache_control import MAX_BREAKPOINTS, marker

@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
-from app.notes import NotesTools
+from app.notes.runtime import NotesTools
 from app.settings import Settings
+from app.wire import ChatCompletions
 from strategies import Chain, Encodings, Message, TokenCounter
 from strategies.notes_io import SUMMARISER_LIMIT, NotesUnavailable
 
@@ -108,7 +109,7 @@ def time_once(case: Case, shape: str, size: int, settings: Settings, encodings: 
     chain: Chain = c.chain_for(case.chain)
     notes = NotesTools(CappedSummariser(settings.summariser_max_calls), DictNotes()) if case.notes else None
     started = time.perf_counter()
-    c.compact_sync(body, chain, notes=notes)
+    c.compact_sync(body, ChatCompletions(), chain, notes=notes)
     return time.perf_counter() - started
 
 

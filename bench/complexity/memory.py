@@ -13,8 +13,9 @@ import sys
 import orjson
 import regex
 
-from app.errors import ApiError
+from app.edge.errors import ApiError
 from app.settings import Settings
+from app.wire import ChatCompletions
 from strategies import Encodings
 
 from .. import CHECKOUT
@@ -53,7 +54,9 @@ def main() -> None:
         {"model": "gpt-4o", "messages": [{"role": "user", "content": "q"}, {"role": "user", "content": "next"}]}
     )
     for i in range(200):
-        c.compact_sync(body, c.chain_for(f'trim_bulky(patterns=["^(?:Quotes|Fares) {i}{{1,50}}[a-z]{{2,9}}"])'))
+        c.compact_sync(
+            body, ChatCompletions(), c.chain_for(f'trim_bulky(patterns=["^(?:Quotes|Fares) {i}{{1,50}}[a-z]{{2,9}}"])')
+        )
     print(f"then 200 requests with distinct bounded patterns\t{_rss_mb()}")
     for count in range(1000, 1012):
         regex.compile(f"(?:a{{{count}}}){{1000}}")

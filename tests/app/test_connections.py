@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from app import Settings, create_app
-from app._httptools import HttpToolsLimited
-from app.connections import H11Limited
+from app.server.connections import H11Limited
+from app.server.httptools import HttpToolsLimited
 from tests.support.process import ProxyProcess
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream

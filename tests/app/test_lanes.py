@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app import Settings, create_app
-from app.compaction import INLINE_MAX_MESSAGES
+from app.compaction.compactor import INLINE_MAX_MESSAGES
 from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
 from tests.support.holding import Holding

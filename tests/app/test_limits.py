@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.errors import ApiError
+from app.edge.errors import ApiError
 from app.wire import parse_object
 from tests.app.conftest import ProxyFactory
 from tests.support.servers import LoopbackServer

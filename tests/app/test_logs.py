@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from app.logs import configure_logging
+from app.server.logs import configure_logging
 from tests.support.logs import captured_logs
 from tests.support.process import ProxyProcess
 from tests.support.upstream import Canned, StandInUpstream

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.notes_cache import Backend, MemoryBackend, NotesStore, open_backend
-from app.notes_cache.redis import RedisBackend
-from app.notes_cache.sqlite import SqliteBackend
+from app.cache import Backend, MemoryBackend, open_backend
+from app.cache.redis import RedisBackend
+from app.cache.sqlite import SqliteBackend
+from app.notes.store import NotesStore
 from strategies.notes_io import NotesUnavailable
 from tests.support.servers import closed_port
 

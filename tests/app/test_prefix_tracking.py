@@ -14,7 +14,7 @@ import openai
 import pytest
 import redis
 
-from app.headers import INTERNAL
+from app.edge.headers import INTERNAL
 from tests.app.conftest import ProxyFactory
 from tests.factories import Message, agent_loop, assistant, qa_chat, system
 from tests.support.logs import captured_logs, parsed

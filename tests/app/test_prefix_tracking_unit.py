@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 import strategies.digests
-from app.auth import Keys
-from app.compaction import Compactor
-from app.notes_cache import CacheError, MemoryBackend
-from app.prefix_tracking import PrefixTracker, conversation_key, judge
+from app.cache import CacheError, MemoryBackend
+from app.compaction.compactor import Compactor
+from app.compaction.prefix import PrefixTracker, conversation_key, judge
+from app.policy.keys import Keys
 from app.settings import Settings
+from app.wire import ChatCompletions
 from strategies import Encodings, ModelTable, Registry, TokenCounter
 from strategies.digests import message_digest, prefix_digests
 from tests.factories import assistant, qa_chat, system, user
@@ -115,14 +116,14 @@ def test_compact_sync_hashes_each_message_once_and_tracks_what_it_forwards(monke
     tracker = PrefixTracker(backend)
     raw = json.dumps({"model": "gpt-4o", "messages": [system("Be brief."), user("hi")]}).encode()
 
-    compacted = compactor.compact_sync(raw, compactor.default_chain, prefix=tracker)
+    compacted = compactor.compact_sync(raw, ChatCompletions(), compactor.default_chain, prefix=tracker)
     assert compacted.prefix == "new"
     assert (b"x-compaction-prefix", b"new") in compacted.response_headers()
     assert len(hashed) == len(set(hashed)) == 2
     assert [op for op, _ in backend.calls] == ["get", "put"]
 
-    assert compactor.compact_sync(raw, compactor.default_chain, prefix=tracker).prefix == "extends"
-    untracked = compactor.compact_sync(raw, compactor.default_chain)
+    assert compactor.compact_sync(raw, ChatCompletions(), compactor.default_chain, prefix=tracker).prefix == "extends"
+    untracked = compactor.compact_sync(raw, ChatCompletions(), compactor.default_chain)
     assert untracked.prefix is None and all(name != b"x-compaction-prefix" for name, _ in untracked.response_headers())
     assert len(backend.calls) == 3  # the untracked request touched nothing
 

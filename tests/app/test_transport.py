@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.transport import AiohttpTransport
+from app.upstream.transport import AiohttpTransport
 from tests.app.conftest import ProxyFactory
 from tests.support.servers import LoopbackServer, closed_port
 
@@ -92,10 +92,10 @@ def test_a_cookie_the_upstream_sets_is_never_sent_with_another_request(
 
 def test_the_proxys_own_client_keeps_no_cookies(recorder: Any) -> None:
     """The client the summariser and the models' metadata use shares the pool: its jar must stay empty too."""
-    from app.auth import Keys
-    from app.metrics import Metrics
+    from app.edge.metrics import Metrics
+    from app.policy.keys import Keys
     from app.settings import Settings
-    from app.upstream import Upstream
+    from app.upstream.client import Upstream
 
     rec, server = recorder
     upstream = Upstream(Settings(upstream_base_url=f"{server.url}/v1"), Keys(Settings()), Metrics(None))

@@ -7,9 +7,9 @@ from typing import Any
 import orjson
 import pytest
 
-from app.errors import ApiError
+from app.edge.errors import ApiError
 from app.wire import AnthropicMessages
-from app.wire.messages import CARRIED, MessagesParsed
+from app.wire.anthropic import CARRIED, AnthropicParsed
 from bench.compaction.wire_forms import messages_problems
 from strategies import Message, TokenCounter
 from strategies.messages import WIRE_KEY
@@ -50,13 +50,13 @@ def session() -> dict[str, Any]:
     }
 
 
-def parse(body: dict[str, Any]) -> MessagesParsed:
+def parse(body: dict[str, Any]) -> AnthropicParsed:
     parsed = WIRE.parse(orjson.dumps(body), 64)
-    assert isinstance(parsed, MessagesParsed)
+    assert isinstance(parsed, AnthropicParsed)
     return parsed
 
 
-def render(parsed: MessagesParsed, messages: list[Message]) -> dict[str, Any]:
+def render(parsed: AnthropicParsed, messages: list[Message]) -> dict[str, Any]:
     rendered: dict[str, Any] = orjson.loads(WIRE.render(parsed, messages))
     return rendered
 
@@ -179,7 +179,7 @@ def test_tool_definitions_and_thinking_are_counted() -> None:
 
 
 def test_the_context_1m_beta_asks_for_the_extended_window() -> None:
-    betas = AnthropicMessages.for_headers({"anthropic-beta": "claude-code-20250219, context-1m-2025-08-07"})
+    betas = AnthropicMessages().for_request({"anthropic-beta": "claude-code-20250219, context-1m-2025-08-07"})
     assert betas.parse(orjson.dumps(session()), 64).extended_context
     assert not WIRE.parse(orjson.dumps(session()), 64).extended_context
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.compaction import settled
+from app.compaction.compactor import settled
 from app.wire import AnthropicMessages
+from app.wire.anthropic import AnthropicParsed
 from app.wire.cache_control import CACHEABLE
-from app.wire.messages import MessagesParsed
 from bench.compaction.wire_forms import bare_run, messages_body, messages_problems
 from strategies import BUILTINS, Chain, ModelLimits, Registry, TokenCounter, format_chain
 from tests.strategies.generators import conversations, steps
@@ -77,7 +77,7 @@ def compact(body: dict[str, Any], chain: Chain, limits: ModelLimits, counter: To
     """The body as the proxy would send it, and the original messages whose every view came back untouched."""
     raw = orjson.dumps(body)
     parsed = WIRE.parse(raw, 64)
-    assert isinstance(parsed, MessagesParsed)
+    assert isinstance(parsed, AnthropicParsed)
     ctx = RecordingContext(model=parsed.model, tokens=counter, request=parsed.request, limits=limits)
     out = settled(WIRE, parsed, chain.run(parsed.messages, ctx), ctx).messages
     kept = {id(m) for m in out}

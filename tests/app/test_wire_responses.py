@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.errors import ApiError
+from app.edge.errors import ApiError
 from app.wire import Responses
-from app.wire.responses import CALLS, OUTPUTS, ParsedResponses
+from app.wire.responses import CALLS, OUTPUTS, ResponsesParsed
 from strategies import BUILTINS, Chain, Context, Registry, TokenCounter, format_chain
 from strategies.conversation import with_message_text
 from strategies.messages import WIRE_KEY
@@ -31,9 +31,9 @@ REWRITABLE = {"content", "output", "arguments", "input"}  # the only fields a re
 PINNED_TYPES = {"additional_tools", "item_reference", "configuration_update", "future_item", 7}
 
 
-def parse(body: dict[str, Any]) -> ParsedResponses:
+def parse(body: dict[str, Any]) -> ResponsesParsed:
     parsed = WIRE.parse(orjson.dumps(body), 64)
-    assert isinstance(parsed, ParsedResponses)
+    assert isinstance(parsed, ResponsesParsed)
     return parsed
 
 
@@ -196,7 +196,7 @@ def responses_bodies(draw: st.DrawFn) -> dict[str, Any]:
 chains = st.lists(steps, min_size=1, max_size=3).map(lambda specs: Chain.parse(format_chain(specs), REGISTRY))
 
 
-def compact(body: dict[str, Any], chain: Chain, counter: TokenCounter) -> tuple[dict[str, Any], ParsedResponses]:
+def compact(body: dict[str, Any], chain: Chain, counter: TokenCounter) -> tuple[dict[str, Any], ResponsesParsed]:
     raw = orjson.dumps(body)
     parsed = parse(body)
     result = chain.run(parsed.messages, Context(model="gpt-4o", tokens=counter, request=parsed.request))

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.server.workers import flag_environment
 from app.settings import Settings
-from app.workers import flag_environment
 from tests.support.metrics import scrape
 from tests.support.process import ProxyProcess
 from tests.support.servers import refuses_connections

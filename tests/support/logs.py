@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from app.logs import QUIET_LOGGERS, JsonFormatter, configure_logging
+from app.server.logs import QUIET_LOGGERS, JsonFormatter, configure_logging
 
 # uvicorn's loggers do not propagate to the root logger under uvicorn's default logging config (which
 # LoopbackServer uses), so they get the capturing handler of their own.

@@ -11,7 +11,7 @@ from typing import Any
 
 import uvicorn
 
-from app.server import server_config
+from app.server.serve import server_config
 from app.settings import Settings
 
 

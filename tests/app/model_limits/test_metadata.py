@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.model_limits.metadata import Published, server_root, window_from_props, windows_from_listing
+from app.upstream.models.metadata import Published, server_root, window_from_props, windows_from_listing
 
 
 def test_each_listing_shape() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.model_limits import Overflow, parse_overflow
+from app.upstream.models import Overflow, parse_overflow
 
 
 def body(error: dict[str, Any]) -> bytes:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.model_limits.store import MAX_RATIO, MIN_RATIO, LearnedStore
-from app.notes_cache import MemoryBackend, open_backend
+from app.cache import MemoryBackend, open_backend
+from app.upstream.models.store import MAX_RATIO, MIN_RATIO, LearnedStore
 
 
 def store(max_models: int = 8, upstream: str = "http://u/v1") -> LearnedStore:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.model_limits.usage import prompt_tokens
+from app.upstream.models.usage import prompt_tokens
 
 
 def test_chat_responses_and_anthropic_usage() -> None:

@@ -1,0 +1,254 @@
+"""One forwarded request, built once from the request, the services, its raw body and its wire format: it compacts
+the body, learns the model's window, sends, retries once on a context-length refusal and relays the answer. The
+expand loop (app.expansion.loop) receives it and sends its rounds through it.
+
+Fitting the model: a window the upstream publishes is asked for before the first request of a model the proxy does
+not know, and a request the upstream refuses as over its context window (`context_length_exceeded` and its kin,
+app.upstream.models.overflow) is compacted to the window it stated and sent again, once. Any wire format: the
+refusal is read from the error body, the retry is the same compaction again.
+
+A retry happens only where nothing has reached the client yet: the refusal is an error answer, read whole before
+anything is relayed. An error the proxy does not retry reaches the client byte for byte. One server refuses a
+stream without a word: llama-cpp-python's answers 200 and closes the stream before its first byte. For a model
+whose window is not known (assumed or merely published), a stream that ends so (or breaks off so) is asked again
+unstreamed, to hear why; a prompt that fits is then answered (and billed) once more than the client sees
+(docs/llama-cpp.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import anyio.to_thread
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.compaction.compactor import Compacted
+from app.edge.body import read_body
+from app.edge.errors import ApiError
+from app.edge.headers import RETRIED, RawHeaders, upstream_request_headers
+from app.forwarding.refusals import is_event_stream, may_be_overflow, peek, read_error
+from app.services import Services
+from app.upstream.models import UpstreamModels, parse_overflow
+from app.upstream.models.usage import prompt_tokens
+from app.upstream.relay import OnComplete
+from app.wire import WireFormat
+
+logger = logging.getLogger("compaction_proxy.fitting")
+
+
+def client_gone() -> Response:
+    # What nginx logs for a client that closed the connection before the answer: nobody reads this one.
+    return Response(status_code=499)
+
+
+class Forwarding:
+    """compacted: what was sent last (set by compact, replaced by a retry); retried: the request was sent again."""
+
+    compacted: Compacted
+
+    def __init__(self, request: Request, services: Services, raw: bytes, wire: WireFormat) -> None:
+        self.request = request
+        self.services = services
+        self.raw = raw
+        self.wire = wire
+        self.headers: RawHeaders = upstream_request_headers(request.headers.raw)
+        self.retried = False
+        # The log line names the API as it always has: compaction_proxy.chat, .responses, .messages.
+        self.logger = logging.getLogger(f"compaction_proxy.{wire.upstream_path.split('/', 1)[0]}")
+
+    @classmethod
+    async def read(cls, request: Request, services: Services, wire: WireFormat) -> Forwarding:
+        """The request with its body read (within max_body_bytes)."""
+        return cls(request, services, await read_body(request, services.settings.max_body_bytes), wire)
+
+    @property
+    def models(self) -> UpstreamModels | None:
+        return self.services.upstream_models
+
+    async def respond(self) -> Response:
+        """The whole of it: compacted, sent, the answer relayed (through the expand loop when the tool was offered)."""
+        if not await self.compact():
+            return client_gone()
+        if self.compacted.expansion is not None:
+            self._report(None)
+            return await self.services.expander.forward(self)
+        response = await self.send()
+        if response is None:
+            return client_gone()
+        self._report(response.status_code)
+        return self.relay(response)
+
+    async def compact(self) -> bool:
+        """Compact the body, for the first request of a model whose window was assumed once more after the upstream
+        was asked what it publishes. False: the client went away meanwhile. Warns once per model left assumed.
+        """
+        compacted = await self._compact()
+        if compacted is None:
+            return False
+        models = self.models
+        if models is not None and compacted.undiscovered:
+            # Only a format whose upstream publishes is left undiscovered (upstream.models.PUBLISHING): OpenAI's.
+            upstream = self.services.upstream
+            await models.discover(
+                upstream.client, upstream.base_urls["openai"], self.services.keys.outgoing(self.headers)
+            )
+            compacted = await self._compact()
+            if compacted is None:
+                return False
+        if models is not None and compacted.resolved is not None and compacted.resolved.source == "assumed":
+            models.warn_assumed(compacted.model)
+        self.compacted = compacted
+        return True
+
+    async def _compact(self) -> Compacted | None:
+        return await self.services.compactor.compact_request(self.request, self.raw, self.wire, tracked=True)
+
+    async def open(self, body: bytes) -> httpx.Response:
+        """body sent to the format's upstream path with the client's query and headers; its answer not yet read."""
+        upstream = self.services.upstream
+        query = self.request.url.query
+        path, api = self.wire.upstream_path, self.wire.api
+        return await upstream.open("POST", path, query=query, headers=self.headers, content=body, api=api)
+
+    async def send(self) -> httpx.Response | None:
+        """The compacted body sent; when refused as too long, compacted to the stated window and sent once more.
+        None: the client went away during the second compaction.
+        """
+        response = await self.open(self.compacted.body)
+        if self.models is None or not self.compacted.counted:
+            return response
+        if self._silent_refusal_possible(response):
+            response, silent = await peek(response)
+            if silent:
+                response, fits = await self._ask_unstreamed(response)
+                return await self._again(response, fits)
+        if not may_be_overflow(response):
+            return response
+        response, fits = await self._learn(response)
+        return await self._again(response, fits)
+
+    async def _again(self, response: httpx.Response, fits: bool) -> httpx.Response | None:
+        """The one retry, compacted to the window just learned (fits), unless that cuts nothing more."""
+        if not fits:
+            return response
+        again = await self._compact()
+        if again is None:
+            await response.aclose()
+            return None
+        if not again.counted or again.body == self.compacted.body:
+            return response  # nothing more to cut: the refusal stands
+        await response.aclose()
+        name, tokens = self.wire.name, again.result.tokens_after
+        logger.info(
+            "%s: refused as over the context window; compacted to %d tokens and sent again",
+            name,
+            tokens,
+            extra={"wire": name, "tokens_after": tokens, "retried": True},
+        )
+        self.compacted, self.retried = again, True
+        second = await self.open(again.body)
+        if may_be_overflow(second):
+            second, _ = await self._learn(second)  # learned from, not retried again
+        return second
+
+    async def _learn(self, response: httpx.Response) -> tuple[httpx.Response, bool]:
+        """Read an error answer: the response to relay in its place, and whether it stated a window to fit to."""
+        assert self.models is not None
+        response, body = await read_error(response)
+        overflow = parse_overflow(response.status_code, body) if body is not None else None
+        if overflow is None:
+            return response, False
+        compacted = self.compacted
+        learn, wire = self.models.learn_overflow, self.wire.name
+        fits = await anyio.to_thread.run_sync(learn, compacted.model, wire, overflow, compacted.counted_raw())
+        return response, fits
+
+    def _silent_refusal_possible(self, response: httpx.Response) -> bool:
+        resolved = self.compacted.resolved
+        return is_event_stream(response) and resolved is not None and resolved.source in ("assumed", "published")
+
+    async def _ask_unstreamed(self, broken: httpx.Response) -> tuple[httpx.Response, bool]:
+        """The request sent again without streaming, to hear why its stream was refused (broken: that stream, to relay
+        when it was not an overflow), and whether the answer stated a window to fit to.
+        """
+        body = json.loads(self.compacted.body)
+        if not isinstance(body, dict):
+            return broken, False
+        body["stream"] = False
+        body.pop("stream_options", None)
+        content = json.dumps(body).encode()
+        try:
+            probe = await self.open(content)
+        except ApiError as exc:
+            if exc.code != "upstream_unreachable":
+                raise
+            # llama-cpp-python closes the connection just after such a stream, so the pool may hand that one out
+            # again, which fails before the request is read: once more, on a fresh connection.
+            probe = await self.open(content)
+        if not may_be_overflow(probe):
+            await probe.aclose()
+            return broken, False
+        probe, fits = await self._learn(probe)
+        await probe.aclose()
+        return broken, fits
+
+    def response_headers(self) -> RawHeaders:
+        """The X-Compaction-* headers for the client, of what was sent last."""
+        retried = [(RETRIED, b"context_length_exceeded")] if self.retried else []
+        return self.compacted.response_headers() + retried
+
+    def relay(self, response: httpx.Response) -> Response:
+        """The upstream's answer relayed as it comes; a whole one's usage calibrates the model's counts."""
+        observe = self._usage_observer() if response.status_code == 200 else None
+        what = f"POST {self.wire.upstream_path}"
+        headers = self.response_headers()
+        return self.services.upstream.relay(response, what, headers, wire=self.wire, on_complete=observe)
+
+    def _usage_observer(self) -> OnComplete | None:
+        """Calibration: the prompt tokens the upstream's answer reports against the proxy's count of the prompt."""
+        models, compacted = self.models, self.compacted
+        if models is None or not compacted.counted or compacted.resolved is None:
+            return None
+        model, wire, counted = compacted.model, self.wire.name, compacted.counted_raw()
+        in_process = self.services.settings.cache_in_process
+
+        async def observe(tail: bytes) -> None:
+            real = prompt_tokens(tail)
+            if real is None:
+                return
+            if in_process:  # a dictionary update: a thread hop would cost more, on every request
+                models.observe_usage(model, wire, counted, real)
+            else:
+                await anyio.to_thread.run_sync(models.observe_usage, model, wire, counted, real)
+
+        return observe
+
+    def _report(self, upstream_status: int | None) -> None:
+        """Metrics and the one log line of what compaction did; upstream_status None: the proxy answers the expand
+        rounds first.
+        """
+        compacted, wire = self.compacted, self.wire.name
+        self.services.metrics.compacted(compacted, wire)
+        result = compacted.result
+        self.logger.info(
+            "%s chain=%s tokens=%d->%d upstream_status=%s",
+            wire,
+            compacted.chain.spec,
+            result.tokens_before,
+            result.tokens_after,
+            "expand" if upstream_status is None else upstream_status,
+            extra={
+                "wire": wire,
+                "chain": compacted.chain.spec,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+                "upstream_status": upstream_status,
+                "fallback": compacted.fallback,
+                "prefix": compacted.prefix,
+                "expand_offered": compacted.expansion is not None,
+                "retried": self.retried,
+            },
+        )

@@ -1,0 +1,78 @@
+"""`compaction-proxy`: flags override the environment, which overrides the config file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from uvicorn.config import STARTUP_FAILURE
+
+from app.main import ConfigError, create_app
+from app.server.connections import raise_open_file_limit
+from app.server.logs import configure_logging
+from app.server.serve import DrainingServer, exit_cleanly_after_drain, server_config
+from app.server.workers import run_workers
+from app.settings import Settings
+
+
+def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        prog="compaction-proxy", description="OpenAI-compatible proxy that compacts chat context in flight."
+    )
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
+    parser.add_argument(
+        "--upstream",
+        dest="upstream_base_url",
+        metavar="BASE_URL",
+        help="upstream base URL (default https://api.openai.com/v1)",
+    )
+    parser.add_argument(
+        "--context-window",
+        dest="default_context_window",
+        type=int,
+        metavar="TOKENS",
+        help="context window of models the proxy cannot otherwise learn (default 128000)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", choices=["json", "text"], help="json (default) or text")
+    parser.add_argument("--workers", type=int, metavar="N", help="worker processes serving the port (default 1)")
+    return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+
+
+def describe(exc: ValidationError) -> str:
+    # Field and reason only: the rejected value could be a secret.
+    return "\n".join(f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    overrides = parse_args(argv)
+    try:
+        settings = Settings(**overrides)
+        app = create_app(settings)
+    except ValidationError as exc:
+        sys.exit(f"compaction-proxy: invalid settings:\n{describe(exc)}")
+    except (ConfigError, ValueError) as exc:
+        sys.exit(f"compaction-proxy: invalid settings: {exc}")
+    configure_logging(settings.log_level, settings.log_format)
+    exit_cleanly_after_drain()
+    config = server_config(app, settings)
+    # Per process (workers inherit the limit): the client connections, the upstream pool, a burst of accepted
+    # sockets not yet closed for the limit (up to the listen backlog at once), and some for files and caches.
+    raise_open_file_limit(settings.max_client_connections + settings.max_connections + config.backlog + 256)
+    if settings.workers > 1:
+        # The app built above only proved the settings work; each worker builds its own.
+        sys.exit(run_workers(settings, overrides))
+    server = DrainingServer(config, app.state.readiness)
+    # As uvicorn.run does: Ctrl-C is a normal way to stop; a server that never started (its lifespan
+    # start-up failed) is a failure.
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)

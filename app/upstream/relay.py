@@ -1,0 +1,134 @@
+"""An upstream answer relayed to the client as it comes, unbuffered: status, headers and body bytes; a stream the
+upstream breaks off ends in the wire format's error event, never in something that looks whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import anyio
+import httpx
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from app.edge.headers import client_response_headers
+from app.edge.metrics import Metrics
+from app.upstream.models.usage import TAIL_BYTES
+from app.wire import WireFormat
+
+logger = logging.getLogger("compaction_proxy.upstream")
+EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")  # what ends an SSE event, by line ending
+WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
+# Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
+OnComplete = Callable[[bytes], Awaitable[None]]
+
+
+class Relay(StreamingResponse):
+    """Streams an upstream response to the client. If the upstream breaks off mid-body, the client must
+    not be handed something that looks complete: an SSE stream gets the wire format's error event (and, for
+    chat, no [DONE]); any other body is left unfinished, so the server drops the connection mid-message.
+    """
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        what: str,
+        metrics: Metrics,
+        extra_headers: Sequence[tuple[bytes, bytes]],
+        wire: WireFormat,
+        on_complete: OnComplete | None = None,
+    ) -> None:
+        self.upstream = response
+        self.what = what
+        self.metrics = metrics
+        self.wire = wire
+        self.complete = True
+        identity = response.headers.get("content-encoding", "identity") == "identity"
+        self.on_complete = on_complete if identity else None
+        self.tail: bytes | None = None  # the body's end, once it has come whole
+        super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(self._after))
+        self.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        response = self.upstream
+        sent = 0
+        tail = b""
+        end = b""
+        try:
+            async for chunk in response.aiter_raw():
+                sent += len(chunk)
+                tail = (tail + chunk)[-4:]
+                if self.on_complete is not None:
+                    end = (end + chunk)[-TAIL_BYTES:]
+                yield chunk
+            self.tail = end
+        except httpx.TransportError as exc:
+            timeout = isinstance(exc, httpx.TimeoutException)
+            self.metrics.upstream_error("timeout" if timeout else "broken_stream")
+            # One line, no traceback: this is the network failing, not the proxy.
+            logger.warning(
+                "upstream %s on %s after %d bytes: %s; the client's response is cut short",
+                "stopped sending (stream idle timeout)" if timeout else "broke off the response",
+                self.what,
+                sent,
+                type(exc).__name__,
+            )
+            if self._can_append_event(sent, tail):
+                yield self.wire.stream_error_event(*broken_stream(timeout))
+            else:
+                self.complete = False
+        finally:
+            # Also runs when the client goes away and the stream is cancelled: the upstream connection must
+            # be released now, which a cancelled scope would otherwise skip.
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _after(self) -> None:
+        await self.upstream.aclose()
+        if self.on_complete is not None and self.tail is not None:
+            await self.on_complete(self.tail)
+
+    def _can_append_event(self, sent: int, tail: bytes) -> bool:
+        headers = self.upstream.headers
+        return (
+            headers.get("content-type", "").startswith("text/event-stream")
+            and headers.get("content-encoding", "identity") == "identity"
+            and (sent == 0 or tail.endswith(EVENT_ENDS))
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._arrives_whole():
+            # Starlette watches for the client's disconnect in a task of its own while it streams; for a short
+            # answer of known length (a whole chat completion) that costs more than it could ever save.
+            await self.stream_response(send)
+            if self.background is not None:
+                await self.background()
+            return
+        await super().__call__(scope, receive, send)
+
+    def _arrives_whole(self) -> bool:
+        headers = self.upstream.headers
+        length = headers.get("content-length", "")
+        return (
+            not headers.get("content-type", "").startswith("text/event-stream")
+            and length.isdigit()
+            and int(length) <= WHOLE_BYTES
+        )
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.complete:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # Otherwise return without the final message: the server then closes the connection and the
+        # client sees a truncated body instead of a short one that looks whole.
+
+
+def broken_stream(timeout: bool) -> tuple[str, str]:
+    """The message and code a broken stream's error event carries."""
+    if timeout:
+        return "The upstream API stopped sending before the response was complete.", "upstream_timeout"
+    return "The upstream API broke off the response before it was complete.", "upstream_broken_stream"
