@@ -140,7 +140,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         redirect_slashes=False,
     )
     app.state.services = services
-    # The server marks the app not ready as soon as a shutdown begins, before draining (app.server).
+    # The server marks the app not ready as soon as a shutdown begins, before draining (app.server.serve).
     app.state.readiness = readiness
     install_error_handlers(app)
     app.include_router(health.router)  # /healthz, /readyz and /metrics need no key

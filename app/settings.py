@@ -266,7 +266,7 @@ class Settings(BaseSettings):
         "as an HTTP POST with the whole conversation, which is compacted; relay passes the socket's frames both ways "
         "uncompacted (over a socket a client sends only the new items, so there is nothing to compact).",
     )
-    # --- Client connections (app.connections), each limit per process ---
+    # --- Client connections (app.server.connections), each limit per process ---
     request_head_timeout_seconds: float = Field(
         20.0,
         gt=0,

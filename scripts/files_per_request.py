@@ -9,11 +9,13 @@ loopback before a stand-in upstream, a short agent conversation, no X-Compaction
 
 A return is a call into a project file that the request had entered before and that is not on the calling
 thread's stack at that moment: the path left the file and comes back to it (a route that calls the compactor, is
-handed back, and calls it again through another module, counts one; a call down into a helper and back does not).
+handed back, and calls it again through another module, counts one; a call down into a helper and back does not,
+nor does a coroutine resumed after an await).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 from collections import Counter
@@ -29,6 +31,8 @@ returns: Counter[str] = Counter()
 recording = threading.Event()
 stacks = threading.local()
 ignored: set[int] = set()  # the stand-in upstream's thread: what it runs is not the proxy's path
+resumable: set[int] = set()  # coroutine and generator frames already started: a resume is no new entry
+RESUMABLE = inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def hook(frame: FrameType, event: str, arg: Any) -> None:
@@ -37,9 +41,12 @@ def hook(frame: FrameType, event: str, arg: Any) -> None:
     stack: list[str] = stacks.__dict__.setdefault("files", [])
     if event == "call":
         name = frame.f_code.co_filename
+        resumed = id(frame) in resumable
+        if frame.f_code.co_flags & RESUMABLE:
+            resumable.add(id(frame))
         if name.startswith(PREFIXES):
             name = str(Path(name).relative_to(ROOT))
-            if name in entered and name not in stack:
+            if name in entered and name not in stack and not resumed:
                 returns[name] += 1
             entered.add(name)
         stack.append(name)
@@ -108,6 +115,7 @@ def trace(name: str) -> tuple[set[str], Counter[str]]:
     path, first, second, extra = FORMATS[name]
     upstream = StandInUpstream()
     with LoopbackServer(upstream.app) as stand_in:
+        ignored.clear()  # thread ids are reused once a thread ends
         ignored.add(stand_in.thread.ident or 0)
         settings = Settings(upstream_base_url=f"{stand_in.url}/v1", anthropic_base_url=stand_in.url)
         with LoopbackServer(create_app(settings)) as proxy:
@@ -127,7 +135,9 @@ def main() -> None:
         files, back = trace(name)
         app_files = sorted(f for f in files if f.startswith("app/"))
         app_back = sum(n for f, n in back.items() if f.startswith("app/"))
-        print(f"{name}: {len(files)} files ({len(app_files)} app/, {len(files) - len(app_files)} strategies/); ", end="")
+        print(
+            f"{name}: {len(files)} files ({len(app_files)} app/, {len(files) - len(app_files)} strategies/); ", end=""
+        )
         print(f"returns to a file left: {sum(back.values())} ({app_back} in app/)")
         for file in app_files:
             print(f"  {file}" + (f"  (returned to {back[file]}x)" if back[file] else ""))

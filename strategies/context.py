@@ -116,7 +116,7 @@ class Context:
     notes_cache: NotesCache | None = None
     # Results of pure per-content work shared across requests (strategies.memo); None: nothing remembered.
     memo: Memo | None = None
-    # When the work must stop (strategies.deadline); None: it runs to the end.
+    # When the work must stop (strategies.context.Deadline); None: it runs to the end.
     deadline: Deadline | None = None
     # Whether stubs may tell the model to call the expand tool (strategies.refs): the proxy offers it on this
     # request. Where it cannot (another wire format, n > 1, the tool switched off) a stub names no ref, so the model

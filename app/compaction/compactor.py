@@ -1,6 +1,6 @@
 """From a raw request to the bytes sent upstream: pick the chain, run it (a small body on the event loop, any
-other off it in a lane, app.lanes) within the request's compaction deadline, with what the chain needs for this
-client.
+other off it in a lane, app.compaction.lanes) within the request's compaction deadline, with what the chain needs
+for this client.
 """
 
 from __future__ import annotations

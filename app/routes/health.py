@@ -29,7 +29,7 @@ async def reachable() -> Response:
     "/readyz", responses={503: {"model": ErrorResponse, "description": "Shutting down, or large-request lane full."}}
 )
 async def readyz(request: Request) -> dict[str, Any]:
-    """Readiness: started, not shutting down and not refusing large requests (app.lanes), so a load balancer
+    """Readiness: started, not shutting down and not refusing large requests (app.compaction.lanes), so a load balancer
     may send new requests. The answer shows each compaction lane's threads, running and waiting requests.
     """
     svc = services(request)

@@ -154,7 +154,9 @@ class LimitedProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         clients = getattr(self.config, "client_connections", None)
         if not isinstance(clients, ClientConnections):
-            raise TypeError("serve the proxy with app.server.server_config, whose config carries the client limits")
+            raise TypeError(
+                "serve the proxy with app.server.serve.server_config, whose config carries the client limits"
+            )
         self.clients = clients
         if not clients.make_room(len(self.connections)):
             # Never counted, never read: the socket costs a file descriptor only until the next loop iteration.

@@ -16,5 +16,5 @@ class Readiness:
         self.started = True
 
     def stop(self) -> None:
-        """Called as shutdown begins (see app.server), before in-flight requests are drained."""
+        """Called as shutdown begins (see app.server.serve), before in-flight requests are drained."""
         self.stopping = True

@@ -85,7 +85,7 @@ async def aiohttp_client(url: str, connections: int) -> Client:
 
 
 async def httpx_over_aiohttp(url: str, connections: int, *, pooled_client: bool) -> Client:
-    """What the proxy ships (app.transport): httpx's Request and Response over aiohttp, sent through an
+    """What the proxy ships (app.upstream.transport): httpx's Request and Response over aiohttp, sent through an
     httpx.AsyncClient or, as app.upstream does on the hot path, straight to the transport.
     """
     import httpx
@@ -113,8 +113,8 @@ CLIENTS: dict[str, Callable[[str, int], Awaitable[Client]]] = {
     "httpx": lambda url, n: httpx_like("httpx", url, n),
     "httpx2": lambda url, n: httpx_like("httpx2", url, n),
     "aiohttp": aiohttp_client,
-    "httpx AsyncClient over app.transport": lambda url, n: httpx_over_aiohttp(url, n, pooled_client=True),
-    "httpx Request over app.transport": lambda url, n: httpx_over_aiohttp(url, n, pooled_client=False),
+    "httpx AsyncClient over app.upstream.transport": lambda url, n: httpx_over_aiohttp(url, n, pooled_client=True),
+    "httpx Request over app.upstream.transport": lambda url, n: httpx_over_aiohttp(url, n, pooled_client=False),
 }
 
 

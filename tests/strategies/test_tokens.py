@@ -178,7 +178,7 @@ def test_the_cache_tells_encodings_apart(counter: TokenCounter) -> None:
 
 def test_a_lone_surrogate_is_counted_as_tiktoken_counts_it(counter: TokenCounter) -> None:
     # The app parses bodies orjson refuses (lone surrogates, e.g. a JS client cutting an emoji in half)
-    # with the stdlib (app/jsonbody.py) and hands them to the chain, which counts tokens first.
+    # with the stdlib (app/wire/json_body.py) and hands them to the chain, which counts tokens first.
     # tiktoken encodes a lone surrogate as U+FFFD.
     assert counter.count_messages([user("a\ud83db")], "gpt-4o") == counter.count_messages([user("a\ufffdb")], "gpt-4o")
 

@@ -1,5 +1,5 @@
 """Codex CLI run for real through the proxy, against a scripted model on loopback: `python -m tests.support.codex`
-inside a private network namespace (tests/app/test_codex.py starts it under `unshare -n`), so nothing leaves it.
+inside a private network namespace (tests/system/test_codex.py starts it under `unshare -n`), so nothing leaves it.
 
 The scripted model answers the first `rounds` requests with a reasoning item (encrypted content of its own) and a
 shell call printing a few kilobytes, so the history Codex sends grows round by round, then with a final answer.

@@ -17,8 +17,8 @@ from app.settings import Settings
 
 class LoopbackServer:
     def __init__(self, app: Any, settings: Settings | None = None, **extra: Any) -> None:
-        """settings: serve as the CLI does (app.server.server_config: the proxy's protocol class and client limits);
-        extra overrides uvicorn settings. None: uvicorn's defaults, for the stand-in upstream.
+        """settings: serve as the CLI does (app.server.serve.server_config: the proxy's protocol class and client
+        limits); extra overrides uvicorn settings. None: uvicorn's defaults, for the stand-in upstream.
         """
         where = dict(host="127.0.0.1", port=0, log_level="warning", lifespan="on", access_log=False)
         config = (

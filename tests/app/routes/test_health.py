@@ -1,4 +1,4 @@
-"""Liveness (the readiness answer is in tests/app/test_server.py, with the shutdown that changes it)."""
+"""Liveness (the readiness answer is in tests/app/server/test_serve.py, with the shutdown that changes it)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.engine import IMAGE, ROOT, Engine, docker_cli, unavailable
+from tests.system.docker.engine import IMAGE, ROOT, Engine, docker_cli, unavailable
 
 REPORT = pytest.StashKey[list[str]]()
 # Passed on to the build by name only, so their values are neither on a command line nor in the image:

@@ -1,5 +1,6 @@
-"""Compaction lanes and the deadline (app.lanes, app.compaction): huge requests cannot starve small ones, a full
-large lane answers 503 and shows on /readyz, and a compaction past its deadline forwards the request as it came.
+"""Compaction lanes and the deadline (app.compaction.lanes, app.compaction): huge requests cannot starve small
+ones, a full large lane answers 503 and shows on /readyz, and a compaction past its deadline forwards the
+request as it came.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""app.transport: the upstream pool the proxy sends through (httpx's API over aiohttp), against real loopback servers:
-connections reused, cookies never carried from one client to another, the environment's proxy honoured.
+"""app.upstream.transport: the upstream pool the proxy sends through (httpx's API over aiohttp), against real
+loopback servers: connections reused, cookies never carried from one client to another, the environment's
+proxy honoured.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_a_cookie_the_upstream_sets_is_never_sent_with_another_request(
     rec, server = recorder
     with start_proxy(upstream_base_url=f"{server.url}/v1") as proxy:
         first = httpx.post(f"{proxy.url}/v1/chat/completions", json=BODY, timeout=10)
-        assert first.status_code == 200 and "set-cookie" not in first.headers  # app.headers drops it
+        assert first.status_code == 200 and "set-cookie" not in first.headers  # app.edge.headers drops it
         httpx.post(f"{proxy.url}/v1/chat/completions", json=BODY, timeout=10)
         httpx.get(f"{proxy.url}/v1/models", timeout=10)
     # Nor does the pool keep it: no later request, from whichever client, carries it upstream.

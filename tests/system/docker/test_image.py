@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from strategies.tokens import TokenCounter
-from tests.docker.engine import Engine
 from tests.support.netns import NetworkNamespace, SocketServer
 from tests.support.upstream import StandInUpstream
-from tests.test_packaging import dockerfile_instructions, final_stage
+from tests.system.docker.engine import Engine
+from tests.system.test_packaging import dockerfile_instructions, final_stage
 
 PROXY_PORT = 8080  # the image's COMPACTION_PORT
 # The stand-in upstream listens on the container's own loopback, where nothing else does.

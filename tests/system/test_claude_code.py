@@ -17,7 +17,7 @@ import pytest
 from tests.support.claude_code import FINAL
 
 # scripts/test installs the pinned CLI here (npm install --prefix .tools/npm @anthropic-ai/claude-code@...).
-CLAUDE = Path(__file__).resolve().parents[3] / ".tools/npm/node_modules/.bin/claude"
+CLAUDE = Path(__file__).resolve().parents[2] / ".tools/npm/node_modules/.bin/claude"
 ROUNDS = 12
 
 
@@ -36,7 +36,7 @@ def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> Non
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)

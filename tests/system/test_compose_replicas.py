@@ -22,7 +22,7 @@ import pytest
 from tests.support.process import ProxyProcess
 from tests.support.servers import LoopbackServer, closed_port
 from tests.support.upstream import StandInUpstream, sse_chunks
-from tests.test_packaging import clean_env, compose  # noqa: F401  (compose is a fixture)
+from tests.system.test_packaging import clean_env, compose  # noqa: F401  (compose is a fixture)
 
 STREAM = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 

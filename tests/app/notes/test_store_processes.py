@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from strategies.notes_fold import NOTES_HEADER
-from tests.app.test_notes import NOTES, chat, wait_for
+from tests.app.notes.test_runtime import NOTES, chat, wait_for
 from tests.support.process import ProxyProcess
 from tests.support.upstream import StandInUpstream
 

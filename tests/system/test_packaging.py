@@ -29,7 +29,7 @@ from app.settings import Settings
 from strategies import BUILTINS, Chain, Registry
 from strategies.encodings import ENCODING_NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.toml"
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"

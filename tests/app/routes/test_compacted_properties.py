@@ -16,7 +16,7 @@ from strategies import format_chain
 from strategies.invariants import pairing_problems
 from strategies.messages import Message
 from tests.strategies.generators import conversations
-from tests.strategies.test_properties import steps
+from tests.strategies.test_chain_properties import steps
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 

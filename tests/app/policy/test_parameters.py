@@ -1,4 +1,4 @@
-"""What a request's header may set (app.request_policy): the summariser's model and prompt, the notes' role,
+"""What a request's header may set (app.policy.parameters): the summariser's model and prompt, the notes' role,
 regular expressions, only where the configuration allows. Each attack is sent as issue 11 wrote it.
 """
 

@@ -16,11 +16,11 @@ import httpx
 import pytest
 
 from strategies.notes_fold import NOTES_HEADER
-from tests.app.test_notes import NOTES, chat
-from tests.docker.engine import COMPOSE_FILE, ROOT, Engine
+from tests.app.notes.test_runtime import NOTES, chat
 from tests.support.netns import SocketServer
 from tests.support.servers import closed_port
 from tests.support.upstream import StandInUpstream
+from tests.system.docker.engine import COMPOSE_FILE, ROOT, Engine
 
 PROJECT = f"compaction-proxy-test-{os.getpid()}"
 REQUESTS = 4

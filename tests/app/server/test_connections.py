@@ -1,6 +1,6 @@
-"""Client connections on real sockets, served as the CLI serves the proxy (app.server.server_config): a request head
-has a deadline and a size limit, idle sockets cannot lock clients out, a stalled body is answered 408, and every
-error the protocol layer answers is JSON in OpenAI's shape. Timings are only hang guards.
+"""Client connections on real sockets, served as the CLI serves the proxy (app.server.serve.server_config): a
+request head has a deadline and a size limit, idle sockets cannot lock clients out, a stalled body is answered 408,
+and every error the protocol layer answers is JSON in OpenAI's shape. Timings are only hang guards.
 """
 
 from __future__ import annotations

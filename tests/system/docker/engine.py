@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_packaging import clean_env
+from tests.system.test_packaging import clean_env
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 # The name docker-compose.yml gives the image it builds, so `docker compose up --no-build` runs this build.
