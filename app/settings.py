@@ -242,6 +242,21 @@ class Settings(BaseSettings):
         description="Characters of an original one expand call returns at most; the model reads the rest by "
         "line ranges.",
     )
+    expand_max_calls: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Expand calls the proxy answers in one round; more in one answer (a model in a loop, or steered "
+        "by what it read) are left out of the round, and the same call twice is answered once.",
+    )
+    expand_max_request_chars: int = Field(
+        100_000,
+        ge=1000,
+        le=10_000_000,
+        description="Characters all of one request's expand results may add up to; a call past them is answered "
+        "with a tool error. Every result must also fit the model's window, or it is a tool error saying how much "
+        "fits.",
+    )
     expand_memory_ttl_seconds: int = Field(
         86_400,
         gt=0,

@@ -285,7 +285,7 @@ class Compactor:
                 limit = self.settings.expand_max_chars
                 messages = with_rounds(original, prefixes, rounds, Originals(original), limit)
         anchor = prefixes[-1].hex() if prefixes else ""
-        return Expansion(wire, offered, parsed, messages, Originals(messages), key, len(original), anchor)
+        return Expansion(wire, offered, parsed, messages, Originals(messages), key, len(original), anchor, ctx)
 
     def _run(
         self, raw: bytes, parsed: Parsed, wire: WireFormat, chain: Chain, ctx: Context, reversible: Expansion | None

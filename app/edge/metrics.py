@@ -27,6 +27,8 @@ STRATEGY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 UPSTREAM_ERROR_KINDS = ("unreachable", "timeout", "broken_stream")
 UNMATCHED = "unmatched"  # not the raw path: arbitrary paths would make unbounded label values
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# What an expand call the proxy answered got (app.expansion.allowance.Answered's counts).
+EXPAND_CALL_OUTCOMES = ("resolved", "unresolved", "refused", "repeated", "left_out")
 
 
 class Metrics:
@@ -104,8 +106,10 @@ class Metrics:
         )
         self.expand_calls = Counter(
             "compaction_proxy_expand_calls",
-            "Calls of the expand tool the proxy answered, by result: resolved (the ref named content of the "
-            "request), unresolved (a tool error result).",
+            "Calls of the expand tool the model made, by result: resolved (answered with the original), unresolved "
+            "(a tool error: bad arguments, or a ref the request does not hold), refused (a tool error: past "
+            "expand_max_request_chars or the model's window), repeated (answered already in this request: a "
+            "pointer), left_out (past expand_max_calls in one round, or the same call twice in it: not answered).",
             ["result"],
             registry=r,
         )
@@ -129,7 +133,7 @@ class Metrics:
                 self.tokens.labels(wire, stage)
         for round_outcome in ("answered", "capped", "dropped"):
             self.expand_rounds.labels(round_outcome)
-        for result in ("resolved", "unresolved"):
+        for result in EXPAND_CALL_OUTCOMES:
             self.expand_calls.labels(result)
         self.fallbacks.labels("strategy_error")
         self.fallbacks.labels("compaction_deadline")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.wire import Parsed, WireFormat
-from strategies import Message
+from strategies import Context, Message
 from strategies.refs import Originals
 
 
@@ -20,7 +20,8 @@ class Expansion:
     offered: the request with the tool; plain: without it (the last round, once expand_max_rounds are used);
     forwarded: the compacted messages sent first; originals: what refs resolve to; memory_key: where the
     conversation's rounds are remembered (None: nowhere); at, anchor: the client's messages the rounds follow
-    (their number, and the prefix digest of all of them, hex).
+    (their number, and the prefix digest of all of them, hex); ctx: the request's Context, which counts the rounds
+    in the model's tokens against its limits.
     """
 
     wire: WireFormat
@@ -31,6 +32,7 @@ class Expansion:
     memory_key: str | None
     at: int
     anchor: str
+    ctx: Context
 
     def added_tools(self) -> list[Any]:
         """The tools the proxy adds to the request (for the dry run)."""

@@ -29,21 +29,21 @@ from app.compaction.compactor import Compacted
 from app.compaction.lanes import disconnected
 from app.edge.errors import ApiError
 from app.edge.headers import EXPANSIONS, RawHeaders, client_response_headers
-from app.edge.metrics import Metrics
+from app.edge.metrics import EXPAND_CALL_OUTCOMES, Metrics
+from app.expansion import Expansion
+from app.expansion.allowance import Allowance
 from app.expansion.memory import ExpansionMemory
-from app.expansion.rounds import Round, call_id, round_messages
+from app.expansion.rounds import Round
 from app.settings import Settings
 from app.upstream.client import Upstream
-from app.upstream.relay import EVENT_ENDS, broken_stream
+from app.upstream.relay import broken_stream
+from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
 from app.wire.base import ModelCall
 from strategies import Message
-from strategies.refs import ExpandCall
 
 logger = logging.getLogger("compaction_proxy.expansion")
 T = TypeVar("T")
-# A model's arguments for one expand call are a few dozen bytes; more is not read.
-MAX_ARGUMENTS = 4096
 
 
 class Offered(Protocol):
@@ -76,6 +76,8 @@ class Expander:
     def __init__(self, settings: Settings, upstream: Upstream, metrics: Metrics, memory: ExpansionMemory | None):
         self.max_rounds = settings.expand_max_rounds
         self.max_chars = settings.expand_max_chars
+        self.max_calls = settings.expand_max_calls
+        self.max_request_chars = settings.expand_max_request_chars
         self.max_answer_bytes = settings.max_body_bytes
         self.upstream = upstream
         self.metrics = metrics
@@ -104,51 +106,58 @@ class _Run:
         assert expansion is not None and expansion.wire.expand is not None, "the tool was offered"
         self.x = expander
         self.offered = offered
-        self.expansion = expansion
         self.tool = expansion.wire.expand
         self.what = f"POST {expansion.wire.upstream_path}"
-        self.first_sent = False
-        self.messages: list[Message] = list(expansion.forwarded)
         self.answered = 0  # internal rounds
-        self.rounds: list[Round] = []  # those to remember (no call with bad arguments)
-        self.calls_made = 0
+        self.rounds: list[Round] = []  # those to remember (every call answered whole)
+        self._start(expansion)
 
-    def next_body(self) -> bytes:
-        """The request again with the rounds so far; without the tool once expand_max_rounds are used."""
-        if self.answered < self.x.max_rounds:
-            return self.expansion.wire.render(self.expansion.offered, self.messages)
-        self.x.metrics.expand_rounds.labels("capped").inc()
-        return self.expansion.wire.render(self.expansion.plain, self.messages)
+    def _start(self, expansion: Expansion) -> None:
+        """The rounds go on from this expansion's forwarded messages (the first, or a retry's)."""
+        self.expansion = expansion
+        self.messages: list[Message] = list(expansion.forwarded)
+        self.allowance: Allowance | None = None  # made in the first round's thread: it counts the messages
 
-    def internal(self, calls: list[ModelCall], other_calls: bool) -> bool:
-        """Whether this round's calls are the proxy's to answer; if so, answers them and notes the round."""
+    async def next_body(self, calls: list[ModelCall], other_calls: bool) -> bytes | None:
+        """The request again with this round answered, when its calls are the proxy's to answer; else None (the
+        answer is final). Built in a thread: it counts and renders the whole conversation.
+        """
         if not calls:
-            return False
+            return None
         if other_calls:
             self.x.metrics.expand_rounds.labels("dropped").inc()
-            return False
+            return None
         if self.answered >= self.x.max_rounds:
-            return False  # the tool was not offered on this round: a model calling it anyway is not answered
-        made: list[tuple[str, str]] = []
-        remembered = True
-        for model_id, arguments in calls:
-            call = ExpandCall.parse(arguments[:MAX_ARGUMENTS])
-            if isinstance(call, str):
-                remembered = False  # an error result is for this round only
-                made.append((call_id(model_id, "invalid", self.calls_made), arguments[:MAX_ARGUMENTS]))
-                self.x.metrics.expand_calls.labels("unresolved").inc()
-            else:
-                made.append((call_id(model_id, call.ref, self.calls_made), call.arguments()))
-                resolved = self.expansion.originals.resolve(call.ref) is not None
-                self.x.metrics.expand_calls.labels("resolved" if resolved else "unresolved").inc()
-            self.calls_made += 1
-        self.messages.extend(round_messages(made, self.expansion.originals, self.x.max_chars))
-        if remembered:
-            self.rounds.append(Round(self.expansion.at, self.expansion.anchor, tuple(made)))
+            return None  # the tool was not offered on this round: a model calling it anyway is not answered
+        return await anyio.to_thread.run_sync(self._answer_round, calls)
+
+    def _answer_round(self, calls: list[ModelCall]) -> bytes:
+        if self.allowance is None:
+            x = self.x
+            self.allowance = Allowance(
+                self.expansion, max_calls=x.max_calls, max_chars=x.max_chars, request_chars=x.max_request_chars
+            )
+        answered = self.allowance.answer(calls)
+        self.messages.extend(answered.messages)
+        if answered.remembered:
+            self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls))
         self.answered += 1
-        self.x.metrics.expand_rounds.labels("answered").inc()
-        logger.info("expand round %d answered: %d call(s)", self.answered, len(made))
-        return True
+        metrics = self.x.metrics
+        metrics.expand_rounds.labels("answered").inc()
+        for outcome in EXPAND_CALL_OUTCOMES:
+            if count := getattr(answered, outcome):
+                metrics.expand_calls.labels(outcome).inc(count)
+        logger.info(
+            "expand round %d answered: %d call(s), %d left out",
+            self.answered,
+            len(answered.calls),
+            answered.left_out,
+            extra={"expand_calls": len(answered.calls), "left_out": answered.left_out, "refused": answered.refused},
+        )
+        if self.answered < self.x.max_rounds:
+            return self.expansion.wire.render(self.expansion.offered, self.messages)
+        metrics.expand_rounds.labels("capped").inc()
+        return self.expansion.wire.render(self.expansion.plain, self.messages)
 
     async def remember(self) -> None:
         memory, key = self.x.memory, self.expansion.memory_key
@@ -164,8 +173,7 @@ class _Run:
             raise _ClientGone()
         expansion = self.offered.compacted.expansion
         if expansion is not None and expansion is not self.expansion:  # compacted again: its rounds go on from it
-            self.expansion = expansion
-            self.messages = list(expansion.forwarded)
+            self._start(expansion)
         return response
 
     # --- whole answers ----------------------------------------------------------------------------------------
@@ -197,8 +205,8 @@ class _Run:
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data)
             usage = self.tool.add_usage(usage, data.get("usage"))
-            if self.internal(answer.expand_calls(), answer.other_calls()):
-                body = self.next_body()
+            body = await self.next_body(answer.expand_calls(), answer.other_calls())
+            if body is not None:
                 continue
             await self.remember()
             final = answer.for_client(usage if self.answered else None)
@@ -246,10 +254,11 @@ class _Run:
                         yield out
                 await response.aclose()
                 usage = self.tool.add_usage(usage, streamed.usage)
-                if not self.internal(streamed.expand_calls(), streamed.other_calls()):
+                body = await self.next_body(streamed.expand_calls(), streamed.other_calls())
+                if body is None:
                     break
                 first_id = first_id or streamed.id
-                response = await self.open(self.next_body())
+                response = await self.open(body)
                 if response.status_code != 200:
                     text = (await response.aread())[:2000].decode("utf-8", "replace")
                     await response.aclose()
@@ -260,7 +269,7 @@ class _Run:
             await self.remember()
             for chunk in streamed.finish(usage if self.answered else None):
                 yield chunk
-        except (httpx.TransportError, _TooLarge) as exc:
+        except (httpx.TransportError, _TooLarge, EventTooLarge) as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             self.x.metrics.upstream_error("timeout" if timeout else "broken_stream")
             logger.warning("upstream stream of %s ended early during expansion: %s", self.what, type(exc).__name__)
@@ -285,21 +294,13 @@ def _is_json(response: httpx.Response) -> bool:
 
 async def _sse_events(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
     """The events of an SSE stream, each without the blank line that ends it."""
-    buffer = b""
+    splitter = EventSplitter(limit)
     async for chunk in chunks:
-        buffer += chunk
-        while True:
-            ends = [(i, sep) for sep in EVENT_ENDS if (i := buffer.find(sep)) >= 0]
-            if not ends:
-                break
-            at, sep = min(ends)
-            event, buffer = buffer[:at], buffer[at + len(sep) :]
-            if event.strip():
-                yield event
-        if len(buffer) > limit:
-            raise _TooLarge()
-    if buffer.strip():
-        yield buffer
+        for event in splitter.feed(chunk):
+            yield event
+    rest = splitter.rest()
+    if rest is not None:
+        yield rest
 
 
 async def _unless_gone(request: Request, work: Callable[[], Awaitable[T]]) -> T | None:

@@ -19,8 +19,9 @@ from app.expansion.rounds import MAX_ID_CHARS, Round
 from app.settings import Settings
 
 NAMESPACE = "expanded:"
-# A conversation's newest rounds: every one of them is shown again on each later request.
+# A conversation's newest rounds, and their calls in all: every one is shown again on each later request.
 MAX_ROUNDS = 32
+MAX_CALLS = 64
 logger = logging.getLogger("compaction_proxy.expansion")
 
 
@@ -46,18 +47,34 @@ class ExpansionMemory:
         return _decode(stored) if stored else []
 
     def remember(self, key: str, rounds: Sequence[Round]) -> None:
-        """Add the rounds of one request to what is remembered (the newest MAX_ROUNDS are kept). Blocking."""
+        """Add the rounds of one request to what is remembered. They replace what was remembered at their place (a
+        retry of the same turn, its rounds asked anew), so a place holds one request's rounds; the newest
+        MAX_ROUNDS rounds, with MAX_CALLS calls in all, are kept. Blocking.
+        """
         if not rounds:
             return
+        places = {(r.at, r.anchor) for r in rounds}
         try:
             known = _decode(self.backend.get(key) or "")
-            merged = [*known, *(r for r in rounds if r not in known)][-MAX_ROUNDS:]
-            self.backend.put(key, _encode(merged))
+            merged = [*(r for r in known if (r.at, r.anchor) not in places), *rounds]
+            self.backend.put(key, _encode(_newest(merged)))
         except CacheError as exc:
             logger.warning("expand rounds not remembered, the cache failed: %s", exc)
 
     def close(self) -> None:
         self.backend.close()
+
+
+def _newest(rounds: Sequence[Round]) -> list[Round]:
+    """The newest rounds within MAX_ROUNDS and MAX_CALLS."""
+    kept: list[Round] = []
+    calls = 0
+    for r in reversed(rounds[-MAX_ROUNDS:]):
+        calls += len(r.calls)
+        if calls > MAX_CALLS:
+            break
+        kept.append(r)
+    return kept[::-1]
 
 
 def _encode(rounds: Sequence[Round]) -> str:
@@ -80,4 +97,4 @@ def _decode(stored: str) -> list[Round]:
         valid = isinstance(at, int) and at > 0 and isinstance(anchor, str) and parsed
         if valid and all(len(cid) <= MAX_ID_CHARS and len(arguments) <= 256 for cid, arguments in parsed):
             rounds.append(Round(at, anchor, parsed))
-    return rounds[-MAX_ROUNDS:]
+    return _newest(rounds)

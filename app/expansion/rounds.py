@@ -35,8 +35,19 @@ def call_id(model_id: object, ref: str, index: int) -> str:
     return f"{EXPAND_TOOL}_{ref[:16]}_{index}"
 
 
+def result_of(arguments: str, originals: Originals, max_chars: int) -> str:
+    """What one expand call returns, from this request's originals (an error text for bad arguments)."""
+    call = ExpandCall.parse(arguments)
+    return call if isinstance(call, str) else expand(originals, call, max_chars)
+
+
 def round_messages(calls: Sequence[tuple[str, str]], originals: Originals, max_chars: int) -> list[Message]:
     """The assistant message with the calls, then one tool result per call, from this request's originals."""
+    return answered_round(calls, [result_of(arguments, originals, max_chars) for _, arguments in calls])
+
+
+def answered_round(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
+    """The assistant message with the calls, then each call's result as given."""
     assistant: Message = {
         "role": "assistant",
         "content": None,
@@ -45,12 +56,10 @@ def round_messages(calls: Sequence[tuple[str, str]], originals: Originals, max_c
             for cid, arguments in calls
         ],
     }
-    results: list[Message] = []
-    for cid, arguments in calls:
-        call = ExpandCall.parse(arguments)
-        text = call if isinstance(call, str) else expand(originals, call, max_chars)
-        results.append({"role": "tool", "tool_call_id": cid, "content": text})
-    return [assistant, *results]
+    tool_results: list[Message] = [
+        {"role": "tool", "tool_call_id": cid, "content": text} for (cid, _), text in zip(calls, results, strict=True)
+    ]
+    return [assistant, *tool_results]
 
 
 def with_rounds(

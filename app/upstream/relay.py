@@ -16,10 +16,10 @@ from starlette.types import Receive, Scope, Send
 from app.edge.headers import client_response_headers
 from app.edge.metrics import Metrics
 from app.upstream.models.usage import TAIL_BYTES
+from app.upstream.sse import EVENT_ENDS
 from app.wire import WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
-EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")  # what ends an SSE event, by line ending
 WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
 # Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
 OnComplete = Callable[[bytes], Awaitable[None]]

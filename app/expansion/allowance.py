@@ -1,0 +1,122 @@
+"""What one request's expand rounds may add, and the answer a round's calls get within it.
+
+A model (a buggy one, or one steered by text in a tool result) may call the expand tool thousands of times in one
+answer, and every round is one more upstream request carrying all that came before. So a round costs what an
+honest one does: at most expand_max_calls calls are answered, the same call twice in a round once (the others are
+left out of the round, as if never made, so calls and results stay paired); the results of one request's rounds
+add up to at most expand_max_request_chars characters; a call the request has answered already gets a pointer
+to that answer, not the original again; and no result is given that would take the prompt past the model's
+limit (the window less the answer's reserve and the safety margin, strategies.budget.default_total): the call
+gets a tool error saying how much fits, so the model asks for a line range or goes on without it.
+
+Only a round whose every call was answered whole from the originals is remembered (app.expansion.memory): a
+later request makes those results again from its own messages, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.expansion import Expansion
+from app.expansion.rounds import answered_round, call_id
+from app.wire.base import ModelCall
+from strategies import Message
+from strategies.budget import default_total
+from strategies.refs import ExpandCall, expand
+
+# A model's arguments for one expand call are a few dozen bytes; more is not read.
+MAX_ARGUMENTS = 4096
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One round as answered: the messages to append (the calls kept and their results) and what happened."""
+
+    messages: list[Message]
+    calls: tuple[tuple[str, str], ...]  # (call id, arguments) of the calls kept
+    remembered: bool  # every call answered whole from the originals
+    resolved: int  # calls answered with the original
+    unresolved: int  # calls answered with an error: bad arguments, or a ref the request does not hold
+    refused: int  # calls answered with a bound's error: the request's characters, or the model's window
+    repeated: int  # calls answered with a pointer to this request's earlier answer
+    left_out: int  # calls past expand_max_calls, or made twice in the round
+
+
+class Allowance:
+    """The bounds of one request's rounds; `tokens`: the prompt's size so far, in the model's tokens."""
+
+    def __init__(self, expansion: Expansion, *, max_calls: int, max_chars: int, request_chars: int) -> None:
+        self.expansion = expansion
+        self.max_calls = max_calls
+        self.max_chars = max_chars
+        self.chars_left = request_chars
+        ctx = expansion.ctx
+        self.limit = default_total(ctx)
+        self.tokens = ctx.count_request(expansion.forwarded)
+        self.answered: set[str] = set()  # arguments answered whole in this request
+        self.calls_made = 0
+
+    def answer(self, calls: Sequence[ModelCall]) -> Answered:
+        """The round for these calls (the model's ids and raw arguments), within what is left."""
+        kept: list[tuple[str, str, ExpandCall | str]] = []
+        seen: set[str] = set()
+        left_out = 0
+        for model_id, raw in calls:
+            call = ExpandCall.parse(raw[:MAX_ARGUMENTS])
+            arguments = raw[:MAX_ARGUMENTS] if isinstance(call, str) else call.arguments()
+            if arguments in seen or len(kept) >= self.max_calls:
+                left_out += 1
+                continue
+            seen.add(arguments)
+            ref = "invalid" if isinstance(call, str) else call.ref
+            kept.append((call_id(model_id, ref, self.calls_made), arguments, call))
+            self.calls_made += 1
+        pairs = tuple((cid, arguments) for cid, arguments, _ in kept)
+        ctx = self.expansion.ctx
+        # The calls' own message first: the results must fit beside it.
+        self.tokens += ctx.count_message(answered_round(pairs, [""] * len(pairs))[0])
+        results: list[str] = []
+        counts = {"resolved": 0, "unresolved": 0, "refused": 0, "repeated": 0}
+        for cid, arguments, call in kept:
+            text, outcome = self._result(cid, arguments, call)
+            results.append(text)
+            counts[outcome] += 1
+        messages = answered_round(pairs, results)
+        remembered = counts["resolved"] == len(kept)
+        return Answered(messages, pairs, remembered, left_out=left_out, **counts)
+
+    def _result(self, cid: str, arguments: str, call: ExpandCall | str) -> tuple[str, str]:
+        if isinstance(call, str):
+            return self._fits(cid, call), "unresolved"
+        if arguments in self.answered:
+            return self._fits(cid, f'[ref="{call.ref}": expanded above in this conversation, as asked]'), "repeated"
+        text = expand(self.expansion.originals, call, self.max_chars)  # an error text for a ref it does not hold
+        if self.expansion.originals.resolve(call.ref) is None:
+            return self._fits(cid, text), "unresolved"
+        if len(text) > self.chars_left:
+            error = (
+                f"Error: the expansions of this request reached their limit (expand_max_request_chars); "
+                f'ref="{call.ref}" was not expanded. Go on with what was expanded.'
+            )
+            return self._fits(cid, error), "refused"
+        tokens = self._tokens(cid, text)
+        free = self.limit - self.tokens
+        if tokens > free:
+            error = (
+                f'Error: ref="{call.ref}" as asked is about {tokens} tokens and {max(free, 0)} fit in the context '
+                f"now; ask for fewer lines (start_line, end_line), or go on without it."
+            )
+            return self._fits(cid, error), "refused"
+        self.tokens += tokens
+        self.chars_left -= len(text)
+        self.answered.add(arguments)
+        return text, "resolved"
+
+    def _fits(self, cid: str, text: str) -> str:
+        """A short result (an error, a pointer), counted against the window like any."""
+        self.tokens += self._tokens(cid, text)
+        return text
+
+    def _tokens(self, cid: str, text: str) -> int:
+        return self.expansion.ctx.count_message({"role": "tool", "tool_call_id": cid, "content": text})
