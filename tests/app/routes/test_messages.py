@@ -221,6 +221,20 @@ def test_a_bad_body_is_a_400_in_anthropics_shape(
     assert upstream.received == []
 
 
+# Found by the schema fuzz (tests/app/test_openapi.py): `role not in ROLES` raised TypeError (unhashable), a 500.
+@pytest.mark.parametrize("path", ["/v1/messages", "/compact/messages"])
+@pytest.mark.parametrize("role", [["user"], {"role": "user"}, []], ids=["a-list", "an-object", "empty-list"])
+def test_a_role_that_is_no_string_is_a_400_not_a_500(
+    proxy: LoopbackServer, upstream: StandInUpstream, path: str, role: Any
+) -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": role, "content": "hi"}]}
+    response = httpx.post(f"{proxy.url}{path}", json=body)
+    assert response.status_code == 400
+    message = "messages.0: Input should be an object with role 'user', 'assistant' or 'system'."
+    assert response.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    assert upstream.received == []
+
+
 # The input of the schema fuzz's one failure on a fresh clone (issue 23): `tools` a number. The proxy forwards what
 # it does not act on as sent (its token count skips tools that are no array), and the API refuses it: a 400 in
 # Anthropic's shape. The stand-in iterated over it and answered 500 ("'float' object is not iterable"), relayed.
