@@ -9,7 +9,7 @@ together, so no call or result is ever orphaned.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +190,14 @@ def call_name(message: Message, call_id: str | None) -> str:
     return _call_field(message, call_id, "name") or ""
 
 
+def _id_in(call: dict[str, Any], ids: Container[str | None]) -> bool:
+    """Whether a tool call's id is one of ids. Only a string id is: a client's list there is unhashable, and a call
+    with none is not the function_call that ids name by None.
+    """
+    call_id = call.get("id")
+    return isinstance(call_id, str) and call_id in ids
+
+
 def with_arguments(message: Message, arguments: dict[str | None, str]) -> Message:
     """A copy of an assistant message whose calls (by id; None for function_call) get new arguments."""
     new = dict(message)
@@ -198,7 +206,7 @@ def with_arguments(message: Message, arguments: dict[str | None, str]) -> Messag
     if "tool_calls" in message:
         new["tool_calls"] = [
             {**call, "function": {**call["function"], "arguments": arguments[call["id"]]}}
-            if isinstance(call, dict) and call.get("id") in arguments and isinstance(call.get("function"), dict)
+            if isinstance(call, dict) and _id_in(call, arguments) and isinstance(call.get("function"), dict)
             else call
             for call in message["tool_calls"]
         ]
@@ -231,7 +239,7 @@ def remove_pairs(messages: list[Message], pairs: Iterable[ToolPair]) -> list[Mes
         if None in removed:
             new.pop("function_call", None)
         if "tool_calls" in new:
-            kept = [c for c in message["tool_calls"] if not (isinstance(c, dict) and c.get("id") in removed)]
+            kept = [c for c in message["tool_calls"] if not (isinstance(c, dict) and _id_in(c, removed))]
             if kept:
                 new["tool_calls"] = kept
             else:

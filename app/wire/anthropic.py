@@ -198,7 +198,8 @@ def _check_blocks(blocks: list[Any], where: str) -> None:
 
 
 def _view(index: int, message: Any) -> tuple[Message, ...]:
-    if not isinstance(message, dict) or message.get("role") not in ROLES:
+    # A role that is no string (a list, say) cannot even be looked up in ROLES: a 400 too, never a TypeError.
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str) or message["role"] not in ROLES:
         raise _invalid(f"messages.{index}: Input should be an object with role 'user', 'assistant' or 'system'.")
     role, content = message["role"], message.get("content")
     if isinstance(content, str):

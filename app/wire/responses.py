@@ -135,7 +135,7 @@ def _chat_content(content: Any) -> Any:
         return content
     return [
         {**part, "type": "text"}
-        if isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str)
+        if isinstance(part, dict) and _kind(part) in TEXT_PARTS and isinstance(part.get("text"), str)
         else part
         for part in content
     ]
@@ -145,7 +145,7 @@ def _item_content(content: Any, template: Any, default_text_type: str) -> Any:
     """Chat content back in the item's shape: text parts of the template's text part type."""
     text_type = (
         next(
-            (p["type"] for p in template if isinstance(p, dict) and p.get("type") in TEXT_PARTS),
+            (p["type"] for p in template if isinstance(p, dict) and _kind(p) in TEXT_PARTS),
             default_text_type,
         )
         if isinstance(template, list)

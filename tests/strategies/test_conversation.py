@@ -87,6 +87,17 @@ def test_call_arguments_and_with_arguments_address_one_call_by_id() -> None:
     assert call_arguments(legacy, None) == "{}"
 
 
+def test_a_call_whose_id_is_no_string_is_neither_removed_nor_rewritten() -> None:
+    # A client's list there is unhashable (a TypeError, once); a call with no id is not the function_call (None).
+    odd, no_id = {**tool_call("x"), "id": ["x"]}, {k: v for k, v in tool_call("y").items() if k != "id"}
+    message = {**legacy_call("ls", {}), "tool_calls": [tool_call("a"), odd, no_id]}
+    messages = [user("go"), message, result("a", "A"), legacy_result("ls", "x.py")]
+    out = remove_pairs(messages, [ToolPair(1, "a", 2), ToolPair(1, None, 3)])
+    assert out == [user("go"), {"role": "assistant", "content": None, "tool_calls": [odd, no_id]}]
+    changed = with_arguments(message, {"a": "{}", None: "{}"})
+    assert changed["tool_calls"] == [{**tool_call("a"), "function": {"name": "read", "arguments": "{}"}}, odd, no_id]
+
+
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 
 

@@ -26,6 +26,18 @@ def _answers_a_tool(payload: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
+def refusal(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The 400 the API answers a body the proxy forwards as sent but the API itself refuses, in the fields this
+    stand-in reads besides `messages` (which the proxy checks): `tools` that is no array. None: the body is read.
+    """
+    if "tools" in payload and not isinstance(payload["tools"], list):
+        return {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "tools: Input should be a valid list"},
+        }
+    return None
+
+
 def message(payload: dict[str, Any], input_tokens: int = 11) -> dict[str, Any]:
     """The answer to a request: it says how many messages it saw, so a test can tell what arrived."""
     seen = len(payload.get("messages") or [])

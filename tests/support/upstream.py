@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from app.wire import AnthropicMessages, ChatCompletions, Responses
 from bench.notes.stand_in import digest
 from strategies import Context, TokenCounter
-from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events
+from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events, refusal
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -363,6 +363,9 @@ class StandInUpstream:
         return JSONResponse(answer, headers=RESPONSE_HEADERS)
 
     def messages(self, payload: dict[str, Any], input_tokens: int = 11) -> Response:
+        refused = refusal(payload)
+        if refused is not None:
+            return JSONResponse(refused, 400, headers=MESSAGES_HEADERS)
         answer = message(payload, input_tokens)
         if not payload.get("stream"):
             return JSONResponse(answer, headers=MESSAGES_HEADERS)

@@ -92,7 +92,8 @@ def parse_overflow(status: int, body: bytes) -> Overflow | None:
             # "you requested N tokens (M in the messages": M is the prompt; the other forms state only the prompt.
             prompt = stated[1] if stated[0] is not None else next((n for n in stated[2:] if n is not None), None)
         return Overflow(_window(limit), prompt)
-    if error.get("code") in _CODES or message.startswith(
+    code = error.get("code")  # the upstream's, of any JSON type: a list would be unhashable
+    if (isinstance(code, str) and code in _CODES) or message.startswith(
         ("the input length exceeds the context length", "the request exceeds the available context size")
     ):
         return Overflow(None, None)

@@ -185,6 +185,18 @@ def test_a_model_name_the_upstream_rejects_teaches_nothing(
     assert len(posts(upstream)) == 3
 
 
+def test_an_error_code_of_no_string_reaches_the_client_unchanged(
+    upstream: StandInUpstream, start_proxy: ProxyFactory
+) -> None:
+    # Read for a context-length refusal, a list there raised TypeError (unhashable): a 500 instead of this answer.
+    error = json.dumps({"error": {"message": "Too long.", "type": "invalid_request_error", "code": [1]}}).encode()
+    upstream.canned = Canned(400, error, {"content-type": "application/json"})
+    with start_proxy() as proxy:
+        answer = chat(proxy.url, "gpt-4o")
+    assert (answer.status_code, answer.content) == (400, error)
+    assert len(posts(upstream)) == 1
+
+
 def test_one_models_refusal_teaches_only_that_model(upstream: StandInUpstream, start_proxy: ProxyFactory) -> None:
     upstream.behaviour = Behaviour(context_window=4096, overflow="vllm")
     with start_proxy() as proxy:

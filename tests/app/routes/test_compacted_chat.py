@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from strategies.invariants import pairing_problems
-from tests.factories import agent_loop
+from tests.factories import agent_loop, result, tool_call, user
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
@@ -233,3 +233,26 @@ def test_compact_rejects_what_chat_completions_rejects(proxy: LoopbackServer) ->
     response = httpx.post(f"{proxy.url}/compact", content=b"not json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_json"
+
+
+# Found by a hunt beside the schema fuzz: a tool call whose id is a list (unhashable) made the strategies that drop or
+# rewrite calls raise TypeError, so the request went uncompacted (with on_strategy_error = "fail": a 500).
+@pytest.mark.parametrize(
+    "chain",
+    [
+        "shorten_tools(max_tool_chars=0,max_tool_calls=0,epoch=1,min_gain=0)",
+        "clear_tool_uses(trigger=0,keep=0,clear_tool_inputs=true)",
+    ],
+)
+def test_a_tool_call_whose_id_is_no_string_is_kept_as_it_came(
+    proxy: LoopbackServer, upstream: StandInUpstream, chain: str
+) -> None:
+    odd = {**tool_call("b"), "id": ["b"]}
+    asking = {"role": "assistant", "content": None, "tool_calls": [tool_call("a"), odd]}
+    messages = [user("go"), asking, result("a", "A" * 4000), user("next")]
+    body = {"model": "gpt-4o", "messages": messages}
+    response = httpx.post(f"{proxy.url}/compact", json=body, headers={"X-Compaction-Strategies": chain})
+    assert response.status_code == 200
+    assert "x-compaction-fallback" not in response.headers
+    assert response.json()["tokens_after"] < response.json()["tokens_before"]
+    assert odd in response.json()["messages"][1]["tool_calls"]

@@ -221,6 +221,36 @@ def test_a_bad_body_is_a_400_in_anthropics_shape(
     assert upstream.received == []
 
 
+# Found by the schema fuzz (tests/app/test_openapi.py): `role not in ROLES` raised TypeError (unhashable), a 500.
+@pytest.mark.parametrize("path", ["/v1/messages", "/compact/messages"])
+@pytest.mark.parametrize("role", [["user"], {"role": "user"}, []], ids=["a-list", "an-object", "empty-list"])
+def test_a_role_that_is_no_string_is_a_400_not_a_500(
+    proxy: LoopbackServer, upstream: StandInUpstream, path: str, role: Any
+) -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": role, "content": "hi"}]}
+    response = httpx.post(f"{proxy.url}{path}", json=body)
+    assert response.status_code == 400
+    message = "messages.0: Input should be an object with role 'user', 'assistant' or 'system'."
+    assert response.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    assert upstream.received == []
+
+
+# The input of the schema fuzz's one failure on a fresh clone (issue 23): `tools` a number. The proxy forwards what
+# it does not act on as sent (its token count skips tools that are no array), and the API refuses it: a 400 in
+# Anthropic's shape. The stand-in iterated over it and answered 500 ("'float' object is not iterable"), relayed.
+@pytest.mark.parametrize("tools", [1.5, 1, True, "read", {"name": "read"}])
+def test_tools_that_are_no_array_are_forwarded_as_sent_and_refused_by_the_api(
+    proxy: LoopbackServer, upstream: StandInUpstream, tools: Any
+) -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    response = httpx.post(f"{proxy.url}/v1/messages", json={**body, "tools": tools})
+    assert response.status_code == 400
+    assert response.json()["type"] == "error" and response.json()["error"]["type"] == "invalid_request_error"
+    assert upstream.last().json()["tools"] == tools
+    dry = httpx.post(f"{proxy.url}/compact/messages", json={**body, "tools": tools})
+    assert dry.status_code == 200 and dry.json()["messages"] == body["messages"]
+
+
 def test_the_sdk_reads_the_proxys_own_errors(client: anthropic.Anthropic, upstream: StandInUpstream) -> None:
     with pytest.raises(anthropic.BadRequestError) as raised:
         client.messages.create(

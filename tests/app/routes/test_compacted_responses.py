@@ -149,6 +149,35 @@ def test_a_bad_body_is_a_400_in_openai_shape(
     assert upstream.received == []
 
 
+# Found by the schema fuzz (tests/app/test_openapi.py): `part.get("type") in TEXT_PARTS` raised TypeError
+# (unhashable) for a part whose type is a list or an object, a 500. Such a part is one the proxy does not know, so it
+# goes as it came, as every field the proxy does not act on; the API judges it.
+@pytest.mark.parametrize("path", ["/v1/responses", "/compact/responses"])
+@pytest.mark.parametrize("kind", [[], {}, ["input_text"]], ids=["empty-list", "an-object", "a-list"])
+def test_a_content_part_whose_type_is_no_string_goes_as_it_came(
+    proxy: LoopbackServer, upstream: StandInUpstream, path: str, kind: Any
+) -> None:
+    body = {"model": "gpt-5", "input": [{"role": "user", "content": [{"type": kind, "text": "hi"}]}]}
+    response = httpx.post(f"{proxy.url}{path}", json=body)
+    assert response.status_code == 200
+    sent = upstream.last().json()["input"] if path == "/v1/responses" else response.json()["input"]
+    assert sent == body["input"]
+
+
+def test_an_output_whose_parts_include_one_of_no_string_type_is_compacted(
+    proxy: LoopbackServer, upstream: StandInUpstream
+) -> None:
+    # Rebuilding a rewritten output looked up every part's type in TEXT_PARTS too.
+    history = responses_agent_loop(30, output_chars=2000)
+    odd = next(i for i, item in enumerate(history) if item.get("type") == "function_call_output")
+    history[odd] = {**history[odd], "output": [{"type": {}}, {"type": "input_text", "text": "x" * 4000}]}
+    shorten = {"X-Compaction-Strategies": "shorten_tools(max_tool_chars=0,full_tool_outputs=0)"}
+    response = httpx.post(f"{proxy.url}/compact/responses", json={"model": "gpt-5", "input": history}, headers=shorten)
+    assert response.status_code == 200
+    output = response.json()["input"][odd]["output"]
+    assert output[0] == {"type": {}} and output[1]["type"] == "input_text" and len(output[1]["text"]) < 4000
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [

@@ -68,6 +68,9 @@ def test_llama_cpp_servers_own_error_object() -> None:
         (400, b'{"error": "a string"}'),
         (400, b"[1, 2]"),
         (400, body({"message": "This model's maximum context length is 10 tokens. However, x"}) + b" " * 70_000),
+        # An upstream's code of any JSON type: a list was a TypeError (unhashable), a 500 instead of its answer.
+        (400, body({"message": "Too long.", "code": ["context_length_exceeded"]})),
+        (400, body({"message": "Too long.", "code": {"type": "context_length_exceeded"}})),
     ],
 )
 def test_other_answers_are_no_overflow(status: int, raw: bytes) -> None:
