@@ -18,6 +18,12 @@ TOKENS_PER_NAME = 1
 FUNC_INIT, FUNC_INIT_CL100K, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 10, 3, 3, -3, 3, 12
 
 MAX_UNSEEN_TOKENS = 1 << 32
+# An image part, whose pixels the counter never sees: what OpenAI bills a 1024x1024 image at high detail (85 + 4
+# tiles of 170), and 85 at low detail. Anthropic's (width x height / 750) is of the same order for such an image.
+# Uncounted, every image made a prompt look 765 tokens smaller than the upstream's count, which moved the
+# calibration of every client of the model (issue 23).
+IMAGE_TOKENS, LOW_DETAIL_IMAGE_TOKENS = 765, 85
+IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss", "codex")
 
@@ -119,9 +125,23 @@ class TokenCounter:
                 texts.append(value)
             elif key == "content":
                 texts.append(text_of(value))
+                count += _image_tokens(value)
             elif key in ("tool_calls", "function_call"):
                 texts.extend(_call_texts(value))
         return count + sum(len(encoding.encode(t, disallowed_special=())) for t in texts)
+
+
+def _image_tokens(content: Any) -> int:
+    """The images of a part list (chat's image_url, Responses' input_image, Anthropic's image blocks)."""
+    if not isinstance(content, list):
+        return 0
+    count = 0
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in IMAGE_PARTS:
+            image = part.get("image_url")
+            detail = image.get("detail") if isinstance(image, dict) else part.get("detail")
+            count += LOW_DETAIL_IMAGE_TOKENS if detail == "low" else IMAGE_TOKENS
+    return count
 
 
 def _unseen_tokens(value: Any) -> int:

@@ -37,7 +37,6 @@ TESTED_THROUGH = {
     "app/server/httptools.py": "tests/app/server/test_connections.py",  # both protocol classes
     "app/server/readiness.py": "tests/app/server/test_serve.py",
     "app/services.py": "tests/app/policy/test_keys.py",  # authenticate
-    "app/upstream/models/__init__.py": "tests/app/forwarding/test_forwarding.py",  # windows learned and used
     "app/upstream/websocket.py": "tests/app/routes/test_websocket.py",
     "app/wire/__init__.py": "tests/app/edge/test_error_handlers.py",  # error_body by route
     "app/wire/cache_control.py": "tests/app/wire/test_anthropic.py",

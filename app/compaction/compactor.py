@@ -31,6 +31,7 @@ from strategies import (
     ChainSyntaxError,
     Context,
     Memo,
+    ModelLimits,
     ModelTable,
     Registry,
     StrategyError,
@@ -171,11 +172,12 @@ class Compactor:
         return chain
 
     async def compact_request(
-        self, request: Request, raw: bytes, wire: WireFormat, *, tracked: bool
+        self, request: Request, raw: bytes, wire: WireFormat, *, tracked: bool, window: int | None = None
     ) -> Compacted | None:
         """The request's body compacted, or None when the client went away meanwhile (the work then stops).
         Raises ApiError for a bad header or body, or a full lane. Past the deadline: the body as it came.
-        tracked: report what it does to the provider's prompt cache (X-Compaction-Prefix).
+        tracked: report what it does to the provider's prompt cache (X-Compaction-Prefix); window: a window the
+        upstream has just stated, which caps the model's (whether it could be kept or not).
         """
         internal = request.headers.get(INTERNAL.decode()) is not None
         # A summariser call of a proxy (this one's, looped back by configuration, or another's) is never
@@ -196,14 +198,22 @@ class Compactor:
                 # loop, and the client cannot go away meanwhile, since nothing else runs.
                 try:
                     return self.compact_sync(
-                        raw, wire, chain, deadline=deadline, prefix=prefix, scope=scope, parsed=parsed
+                        raw, wire, chain, deadline=deadline, prefix=prefix, scope=scope, parsed=parsed, window=window
                     )
                 finally:
                     deadline.finish()
 
         def work() -> Compacted:
             return self.compact_sync(
-                raw, wire, chain, deadline=deadline, notes=notes, prefix=prefix, scope=scope, parsed=parsed
+                raw,
+                wire,
+                chain,
+                deadline=deadline,
+                notes=notes,
+                prefix=prefix,
+                scope=scope,
+                parsed=parsed,
+                window=window,
             )
 
         lane = self.lanes.for_body(len(raw))
@@ -231,20 +241,18 @@ class Compactor:
         prefix: PrefixTracker | None = None,
         scope: bytes = b"",
         parsed: Parsed | None = None,
+        window: int | None = None,
     ) -> Compacted:
         """The whole CPU-bound path: parse, compact, count, serialise. Raises ApiError on a bad body, and
         CompactionStopped("cancelled") once the deadline is cancelled. wire: the body's format; notes: the summariser
         and notes cache; prefix: the prompt-cache report, kept per `scope`; parsed: `raw` as `wire` has parsed it
-        already (None: parsed here).
+        already (None: parsed here); window: caps the model's (compact_request).
         """
         if parsed is None:
             parsed = wire.parse(raw, self.settings.max_json_depth)
         tool = wire.expand if chain.reversible and self.settings.expand_max_rounds else None
         offered = tool.offer(parsed) if tool is not None else None
-        if self.upstream_models is not None:
-            resolved = self.upstream_models.resolve(parsed.model, wire.name, parsed.extended_context)
-        else:
-            resolved = Resolved(self.model_table.lookup(parsed.model, parsed.extended_context), "table")
+        resolved = self._resolve(parsed, wire, scope, window)
         ctx = Context(
             model=parsed.model,
             tokens=self.counter,
@@ -269,6 +277,19 @@ class Compactor:
         # ctx.digest: the token counts already hashed every message, original and forwarded.
         outcome = prefix.observe(parsed.model, parsed.messages, compacted.result.messages, ctx.digest, scope=scope)
         return replace(compacted, prefix=outcome)
+
+    def _resolve(self, parsed: Parsed, wire: WireFormat, scope: bytes, window: int | None) -> Resolved:
+        """The model's limits and this client's calibration, capped by a window just stated."""
+        model, extended = parsed.model, parsed.extended_context
+        if self.upstream_models is not None:
+            resolved = self.upstream_models.resolve(model, wire.name, extended=extended, client=scope.hex())
+        else:
+            resolved = Resolved(self.model_table.lookup(model, extended), "table", 1.0, model, wire.name, extended)
+        limits = resolved.limits
+        if window is not None and window < limits.context_window:
+            capped = ModelLimits(context_window=window, max_output=limits.max_output)
+            resolved = replace(resolved, limits=capped, source="learned")
+        return resolved
 
     def _reversible(self, parsed: Parsed, offered: Parsed, wire: WireFormat, ctx: Context, scope: bytes) -> Expansion:
         """What the rounds of a request that may be offered the expand tool need, its remembered rounds put back in

@@ -103,8 +103,9 @@ class Forwarding:
         self.compacted = compacted
         return True
 
-    async def _compact(self) -> Compacted | None:
-        return await self.services.compactor.compact_request(self.request, self.raw, self.wire, tracked=True)
+    async def _compact(self, window: int | None = None) -> Compacted | None:
+        compactor = self.services.compactor
+        return await compactor.compact_request(self.request, self.raw, self.wire, tracked=True, window=window)
 
     async def open(self, body: bytes) -> httpx.Response:
         """body sent to the format's upstream path with the client's query and headers; its answer not yet read."""
@@ -123,18 +124,18 @@ class Forwarding:
         if self._silent_refusal_possible(response):
             response, silent = await peek(response)
             if silent:
-                response, fits = await self._ask_unstreamed(response)
-                return await self._again(response, fits)
+                response, window = await self._ask_unstreamed(response)
+                return await self._again(response, window)
         if not may_be_overflow(response):
             return response
-        response, fits = await self._learn(response)
-        return await self._again(response, fits)
+        response, window = await self._learn(response)
+        return await self._again(response, window)
 
-    async def _again(self, response: httpx.Response, fits: bool) -> httpx.Response | None:
-        """The one retry, compacted to the window just learned (fits), unless that cuts nothing more."""
-        if not fits:
+    async def _again(self, response: httpx.Response, window: int | None) -> httpx.Response | None:
+        """The one retry, compacted to the window the refusal stated, unless that cuts nothing more."""
+        if window is None:
             return response
-        again = await self._compact()
+        again = await self._compact(window)
         if again is None:
             await response.aclose()
             return None
@@ -154,29 +155,29 @@ class Forwarding:
             second, _ = await self._learn(second)  # learned from, not retried again
         return second
 
-    async def _learn(self, response: httpx.Response) -> tuple[httpx.Response, bool]:
-        """Read an error answer: the response to relay in its place, and whether it stated a window to fit to."""
+    async def _learn(self, response: httpx.Response) -> tuple[httpx.Response, int | None]:
+        """Read an error answer: the response to relay in its place, and the window it stated to fit to."""
         assert self.models is not None
         response, body = await read_error(response)
         overflow = parse_overflow(response.status_code, body) if body is not None else None
-        if overflow is None:
-            return response, False
         compacted = self.compacted
-        learn, wire = self.models.learn_overflow, self.wire.name
-        fits = await anyio.to_thread.run_sync(learn, compacted.model, wire, overflow, compacted.counted_raw())
-        return response, fits
+        if overflow is None or compacted.resolved is None:
+            return response, None
+        learn = self.models.learn_overflow
+        window = await anyio.to_thread.run_sync(learn, compacted.resolved, overflow, compacted.counted_raw())
+        return response, window
 
     def _silent_refusal_possible(self, response: httpx.Response) -> bool:
         resolved = self.compacted.resolved
         return is_event_stream(response) and resolved is not None and resolved.source in ("assumed", "published")
 
-    async def _ask_unstreamed(self, broken: httpx.Response) -> tuple[httpx.Response, bool]:
+    async def _ask_unstreamed(self, broken: httpx.Response) -> tuple[httpx.Response, int | None]:
         """The request sent again without streaming, to hear why its stream was refused (broken: that stream, to relay
-        when it was not an overflow), and whether the answer stated a window to fit to.
+        when it was not an overflow), and the window the answer stated to fit to.
         """
         body = json.loads(self.compacted.body)
         if not isinstance(body, dict):
-            return broken, False
+            return broken, None
         body["stream"] = False
         body.pop("stream_options", None)
         content = json.dumps(body).encode()
@@ -190,10 +191,10 @@ class Forwarding:
             probe = await self.open(content)
         if not may_be_overflow(probe):
             await probe.aclose()
-            return broken, False
-        probe, fits = await self._learn(probe)
+            return broken, None
+        probe, window = await self._learn(probe)
         await probe.aclose()
-        return broken, fits
+        return broken, window
 
     def response_headers(self) -> RawHeaders:
         """The X-Compaction-* headers for the client, of what was sent last."""
@@ -212,7 +213,7 @@ class Forwarding:
         models, compacted = self.models, self.compacted
         if models is None or not compacted.counted or compacted.resolved is None:
             return None
-        model, wire, counted = compacted.model, self.wire.name, compacted.counted_raw()
+        resolved, counted = compacted.resolved, compacted.counted_raw()
         in_process = self.services.settings.cache_in_process
 
         async def observe(tail: bytes) -> None:
@@ -220,9 +221,9 @@ class Forwarding:
             if real is None:
                 return
             if in_process:  # a dictionary update: a thread hop would cost more, on every request
-                models.observe_usage(model, wire, counted, real)
+                models.observe_usage(resolved, counted, real)
             else:
-                await anyio.to_thread.run_sync(models.observe_usage, model, wire, counted, real)
+                await anyio.to_thread.run_sync(models.observe_usage, resolved, counted, real)
 
         return observe
 

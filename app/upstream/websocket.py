@@ -41,6 +41,15 @@ async def refuse(websocket: WebSocket) -> None:
     )
 
 
+class _NoRedirects(connect):
+    """A client connection that follows no redirect: the HTTP paths follow none either, and a redirect would send
+    the client's credentials, or the proxy's key, to wherever the upstream's answer points. The 3xx is the answer.
+    """
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
 def _upstream_url(base_url: str, path: str) -> str:
     scheme, rest = base_url.split("://", 1)
     return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/{path}"
@@ -56,7 +65,7 @@ async def relay(websocket: WebSocket, svc: Services, path: str) -> None:
     headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in svc.keys.outgoing(raw)]
     protocols = [p.strip() for p in websocket.headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
     try:
-        upstream = await connect(
+        upstream = await _NoRedirects(
             _upstream_url(settings.upstream_base_url, path),
             additional_headers=headers,
             user_agent_header=user_agent,

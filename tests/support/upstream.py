@@ -240,6 +240,8 @@ class StandInUpstream:
         self.socket_frames: list[str | bytes] = []
         # None: accept WebSockets; a status: refuse the handshake with it.
         self.socket_refusal: int | None = None
+        # A URL: answer the handshake with a redirect there.
+        self.socket_redirect: str | None = None
         self.counter = TokenCounter()
 
     def prompt_tokens(self, body: bytes, wire: str) -> int:
@@ -267,6 +269,7 @@ class StandInUpstream:
         self.socket_handshakes = []
         self.socket_frames = []
         self.socket_refusal = None
+        self.socket_redirect = None
         self.behaviour = Behaviour()
 
     def last(self) -> Received:
@@ -393,6 +396,9 @@ class StandInUpstream:
         if self.socket_refusal is not None:
             error = {"message": "no sockets here", "type": "invalid_request_error", "param": None, "code": None}
             await websocket.send_denial_response(JSONResponse({"error": error}, self.socket_refusal))
+            return
+        if self.socket_redirect is not None:
+            await websocket.send_denial_response(Response(status_code=302, headers={"location": self.socket_redirect}))
             return
         await websocket.accept()
         try:

@@ -39,9 +39,17 @@ logger = logging.getLogger("compaction_proxy.model_limits")
 
 @dataclass(frozen=True)
 class Resolved:
+    """A model's limits and calibration as resolved for one request, and what they were resolved for: the model,
+    the wire format, whether the request opts into the model's longer window, the client (its scope, hex).
+    """
+
     limits: ModelLimits
     source: Source
-    calibration: float = 1.0  # upstream prompt tokens per counted token
+    calibration: float = 1.0  # upstream prompt tokens per counted token, for this client
+    model: str = ""
+    wire: str = ""
+    extended: bool = False
+    client: str = ""
 
 
 class UpstreamModels:
@@ -83,11 +91,12 @@ class UpstreamModels:
         store = LearnedStore(backend, upstream, max_models) if backend is not None else None
         return cls(table, configured, default, store=store, calibrate=calibrate)
 
-    def resolve(self, model: str, wire: str, extended: bool = False) -> Resolved:
+    def resolve(self, model: str, wire: str, *, extended: bool = False, client: str = "") -> Resolved:
         """The model's limits and calibration for a request in `wire`'s format (extended: it opts into the model's
-        longer window, ModelTable.lookup). Called from the compaction thread (cache I/O).
+        longer window, ModelTable.lookup) from this client. Called from the compaction thread (cache I/O).
         """
-        learned = self.store.get(model, wire) if self.store is not None else Learned()
+        store = self.store
+        learned = store.get(model, wire, extended=extended, client=client) if store is not None else Learned()
         found = self.table.find(model, extended)
         published = self.published.window(model) if self.published is not None and wire in PUBLISHING else None
         limits: ModelLimits
@@ -103,7 +112,8 @@ class UpstreamModels:
             limits, source = self.default, "assumed"
         if learned.window is not None and learned.window < limits.context_window:
             limits, source = ModelLimits(context_window=learned.window, max_output=limits.max_output), "learned"
-        return Resolved(limits, source, learned.ratio if self.calibrate else 1.0)
+        ratio = learned.ratio if self.calibrate else 1.0
+        return Resolved(limits, source, ratio, model, wire, extended, client)
 
     def may_discover(self, wire: str) -> bool:
         """Whether asking the upstream of `wire`'s format what it publishes is still to come (or may be tried again)."""
@@ -152,17 +162,19 @@ class UpstreamModels:
             extra={"model": model, "assumed_context_window": self.default.context_window},
         )
 
-    def learn_overflow(self, model: str, wire: str, overflow: Overflow, counted: int) -> bool:
+    def learn_overflow(self, resolved: Resolved, overflow: Overflow, counted: int) -> int | None:
         """The upstream refused the request as too long: keep the window and the prompt size it stated (counted:
-        the proxy's own uncalibrated count of what it sent). True when it stated a window to fit to.
+        the proxy's own uncalibrated count of what it sent). The window to fit the request to, if it stated one:
+        the one kept, or the one stated where nothing more can be kept (the cache failed, or learned_models_max).
         """
         if self.store is None:
-            return False
+            return None
+        model = resolved.model
         if overflow.prompt_tokens is not None and self.calibrate:
-            self.store.observe(model, wire, counted, overflow.prompt_tokens)
+            self.store.observe(model, resolved.wire, resolved.client, counted, overflow.prompt_tokens)
         if overflow.limit is None:
-            return False
-        self.store.learn_window(model, wire, overflow.limit)
+            return None
+        window = self.store.learn_window(model, resolved.wire, overflow.limit, extended=resolved.extended)
         logger.warning(
             "model %r: the upstream refused a prompt of %s tokens as over its context window of %d tokens; "
             "the window is learned",
@@ -171,11 +183,12 @@ class UpstreamModels:
             overflow.limit,
             extra={"model": model, "learned_context_window": overflow.limit},
         )
-        return True
+        return window
 
-    def observe_usage(self, model: str, wire: str, counted: int, prompt_tokens: int) -> None:
+    def observe_usage(self, resolved: Resolved, counted: int, prompt_tokens: int) -> None:
+        """The upstream's answer says how many prompt tokens it counted: this client's calibration learns from it."""
         if self.store is not None and self.calibrate:
-            self.store.observe(model, wire, counted, prompt_tokens)
+            self.store.observe(resolved.model, resolved.wire, resolved.client, counted, prompt_tokens)
 
     def close(self) -> None:
         if self.store is not None:

@@ -14,6 +14,7 @@ from app.wire.chat.expand import ChatExpandTool
 from app.wire.json_body import dump_body, dump_json, parse_object
 from app.wire.openai import check_stream, openai_error_body
 from strategies import Message
+from strategies.messages import WIRE_KEY
 
 
 class ChatCompletions:
@@ -56,7 +57,7 @@ class ChatCompletions:
         check_stream(body)
         model = body.get("model")
         request = {k: v for k, v in body.items() if k != "messages"}
-        return Parsed(body, messages, model if isinstance(model, str) else "", request, stdlib)
+        return Parsed(body, _without_wire_keys(messages), model if isinstance(model, str) else "", request, stdlib)
 
     def settle(self, parsed: Parsed, messages: list[Message]) -> list[Message]:
         return messages  # any valid conversation the strategies leave is one chat completions takes
@@ -71,3 +72,13 @@ class ChatCompletions:
         # The openai SDK raises APIError on a chunk with an "error" key; no [DONE] follows.
         error = {"message": message, "type": "upstream_error", "param": None, "code": code}
         return b"data: " + dump_json({"error": error}) + b"\n\n"
+
+
+def _without_wire_keys(messages: list[Message]) -> list[Message]:
+    """The messages without WIRE_KEY, the proxy's own key for what a wire format carries unseen: from a client it is
+    a field the upstream ignores, which must neither be counted (a claim of a million unseen tokens) nor teach the
+    calibration anything. A message that has none is itself, so an unchanged request still goes byte for byte.
+    """
+    if not any(WIRE_KEY in m for m in messages):
+        return messages
+    return [{k: v for k, v in m.items() if k != WIRE_KEY} if WIRE_KEY in m else m for m in messages]

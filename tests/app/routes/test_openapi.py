@@ -174,8 +174,8 @@ def test_a_failure_reports_the_request_as_sent_without_its_keys(
     body = {"messages": [{"role": "user", "content": "it's"}], "max_tokens": 5}
     headers = {"Authorization": "Bearer sk-secret", "X-Api-Key": "sk-other", "X-Compaction-Strategies": "none"}
     case = proxy_schema["/compact"]["POST"].Case(body=body, headers=headers)
-    answered = failure_report(case, case.call(timeout=30), "tests/app/test_openapi.py::t[invalid]")
-    unanswered = failure_report(case, None, "tests/app/test_openapi.py::t[invalid]")  # a timeout, say
+    answered = failure_report(case, case.call(timeout=30), "tests/app/routes/test_openapi.py::t[invalid]")
+    unanswered = failure_report(case, None, "tests/app/routes/test_openapi.py::t[invalid]")  # a timeout, say
     for report in (answered, unanswered):
         assert "sk-secret" not in report and "sk-other" not in report
         assert "Authorization: <redacted>" in report and "X-Api-Key: <redacted>" in report

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -67,3 +70,19 @@ def test_the_upstreams_refusal_reaches_the_client(start_proxy: ProxyFactory, ups
         status, body = refusal(proxy)
     assert status == 403
     assert body["error"]["message"] == "no sockets here"  # type: ignore[index]
+
+
+def test_an_upstream_redirect_is_not_followed(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
+    reached: list[str] = []
+
+    async def elsewhere(websocket: WebSocket) -> None:
+        reached.append(websocket.headers.get("authorization", ""))
+        await websocket.close()
+
+    target = Starlette(routes=[WebSocketRoute("/v1/responses", elsewhere)])
+    with LoopbackServer(target) as other:
+        upstream.socket_redirect = f"ws://localhost:{other.port}/v1/responses"
+        with start_proxy(responses_websocket="relay") as proxy:
+            status, _ = refusal(proxy)
+    assert status == 302  # the upstream's answer, relayed as the refusal of the client's handshake
+    assert reached == []  # the client's key went nowhere else
