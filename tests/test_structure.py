@@ -41,7 +41,6 @@ TESTED_THROUGH = {
     "app/wire/__init__.py": "tests/app/edge/test_error_handlers.py",  # error_body by route
     "app/wire/cache_control.py": "tests/app/wire/test_anthropic.py",
     "app/wire/chat/__init__.py": "tests/app/routes/test_compacted_chat.py",
-    "app/wire/chat/expand.py": "tests/app/expansion/test_loop.py",
     "app/wire/json_body.py": "tests/app/routes/test_compacted_properties.py",
     "app/wire/openai.py": "tests/app/routes/test_compacted_chat.py",
     "strategies/base.py": "tests/strategies/test_registry.py",

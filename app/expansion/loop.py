@@ -247,7 +247,7 @@ class _Run:
         wire = self.expansion.wire
         try:
             while True:
-                streamed = self.tool.stream(first_id)
+                streamed = self.tool.stream(first_id, usage)
                 async for event in _sse_events(response.aiter_bytes(), self.x.max_answer_bytes):
                     out = streamed.feed(event)
                     if out:

@@ -79,8 +79,10 @@ class ExpandTool(Protocol):
 
     def answer(self, body: dict[str, Any]) -> ExpandAnswer: ...
 
-    def stream(self, first_id: str | None) -> ExpandStream:
-        """A round's stream reader; first_id: the first round's response id (None: this is the first round)."""
+    def stream(self, first_id: str | None, before: dict[str, Any] | None) -> ExpandStream:
+        """A round's stream reader; first_id: the first round's response id (None: this is the first round);
+        before: the usage of the rounds before it.
+        """
         ...
 
     def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

@@ -102,19 +102,21 @@ class StreamedRound:
 
     Content deltas pass as they come. A tool call's deltas are told apart by its name, which comes in its first
     delta: the client's pass (renumbered so the client's indices run 0, 1, ... as if expand calls were never
-    made), the expand tool's are held. The finish chunk and usage are held until the round is over: an internal
-    round's never reach the client, the final round's carry the usage of every round. After the first round, the
-    chunks take the first round's id, and no second `role` delta is sent.
+    made), the expand tool's are held. The finish chunk and the usage chunk are held until the round is over (the
+    latest of each): an internal round's never reach the client, the final round's carry the usage of every round.
+    Usage on a content chunk (vLLM's continuous_usage_stats) passes with it, the earlier rounds' usage added. After
+    the first round, the chunks take the first round's id, and no second `role` delta is sent.
     """
 
-    def __init__(self, first_id: str | None) -> None:
+    def __init__(self, first_id: str | None, before: dict[str, Any] | None = None) -> None:
         self.first_id = first_id  # None: this is the first round
+        self.before = before  # the usage of the rounds before this one
         self.id: str | None = first_id
         self.calls: dict[Any, _StreamedCall] = {}
         # Only the final round's calls reach the client (a round with one of its calls is final).
         self.next_client_index = 0
-        self.held: list[dict[str, Any]] = []  # finish and usage chunks
-        self.usage: dict[str, Any] | None = None
+        self.held: dict[str, dict[str, Any]] = {}  # "finish", "usage": the latest of each, in order of arrival
+        self.usage: dict[str, Any] | None = None  # this round's, the latest reported
         self.done = False
 
     def feed(self, event: bytes) -> bytes | None:
@@ -149,7 +151,7 @@ class StreamedRound:
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         if choice is None:
             if usage is not None:  # the usage chunk (choices: [])
-                self.held.append(chunk)
+                self.held["usage"] = chunk
                 return None, True
             return self._retag(chunk)
         found = choice.get("delta")
@@ -166,10 +168,9 @@ class StreamedRound:
             new_delta.pop("role")
             changed = True
         assert isinstance(choices, list)
-        if choice.get("finish_reason") is not None or usage is not None:
+        if choice.get("finish_reason") is not None:
             # Held without its delta, which passes now: an internal round's finish chunk is dropped, its text not.
-            held = {**chunk, "choices": [{**choice, "delta": {}}, *choices[1:]]}
-            self.held.append(held)
+            self.held["finish"] = {**chunk, "choices": [{**choice, "delta": {}}, *choices[1:]]}
             if not new_delta:
                 return None, True
             chunk = {k: v for k, v in chunk.items() if k != "usage"}
@@ -177,6 +178,9 @@ class StreamedRound:
             changed = True
         elif not new_delta and delta:
             return None, True  # it carried only expand-call deltas
+        elif isinstance(usage, dict) and self.before is not None:
+            chunk = {**chunk, "usage": add_usage(self.before, usage)}
+            changed = True
         out = {**chunk, "choices": [{**choice, "delta": new_delta}, *choices[1:]]}
         retagged, retag_changed = self._retag(out)
         return retagged, changed or retag_changed
@@ -215,7 +219,7 @@ class StreamedRound:
     def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
         """The held chunks of the final round, with the usage of every round, then [DONE]."""
         had_expand = any(c.expand for c in self.calls.values())
-        for chunk in self.held:
+        for chunk in self.held.values():
             if chunk.get("usage") is not None and usage is not None:
                 chunk = {**chunk, "usage": usage}
             choices = chunk.get("choices")
@@ -264,8 +268,8 @@ class ChatExpandTool:
     def answer(self, body: dict[str, Any]) -> Answer:
         return Answer(body)
 
-    def stream(self, first_id: str | None) -> StreamedRound:
-        return StreamedRound(first_id)
+    def stream(self, first_id: str | None, before: dict[str, Any] | None) -> StreamedRound:
+        return StreamedRound(first_id, before)
 
     def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
         return add_usage(total, usage)
