@@ -221,8 +221,9 @@ class Settings(BaseSettings):
     # --- Prompt-cache reporting (X-Compaction-Prefix), its state kept in the cache at cache_url ---
     prefix_tracking: bool = Field(
         True,
-        description="Answer chat completions with X-Compaction-Prefix: whether the forwarded request extends the "
-        "one forwarded before for the same conversation (new, extends, breaks; unknown when the cache fails).",
+        description="Answer every compacted request (chat completions, Responses, Messages) with X-Compaction-Prefix: "
+        "whether the forwarded request extends the one forwarded before for the same conversation (new, extends, "
+        "breaks; unknown when the cache fails).",
     )
     prefix_tracking_ttl_seconds: int = Field(
         3600, gt=0, description="Seconds a conversation's last forwarded prefix is remembered; each request renews it."

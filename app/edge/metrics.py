@@ -65,7 +65,7 @@ class Metrics:
         )
         self.strategy_time = Histogram(
             "compaction_proxy_strategy_seconds",
-            "Time each strategy took on a chat completion, by strategy.",
+            "Time each strategy took on a compacted request (any wire format), by strategy.",
             ["strategy"],
             buckets=STRATEGY_BUCKETS,
             registry=r,
@@ -78,8 +78,10 @@ class Metrics:
         )
         self.fallbacks = Counter(
             "compaction_proxy_fallbacks",
-            "Chat completions whose compaction failed, by reason: forwarded uncompacted (strategy_error) or "
-            "compacted by the notes strategy's fallback chain (summariser_error, summariser_timeout, ...).",
+            "Compacted requests (any wire format) whose chain did not run to its end, by reason: forwarded "
+            "uncompacted (strategy_error, compaction_deadline), or compacted by a step's fallback chain (notes': "
+            "summariser_error, summariser_timeout, ...; mask's where the expand tool cannot be offered: "
+            "not_expandable).",
             ["reason"],
             registry=r,
         )
@@ -91,8 +93,9 @@ class Metrics:
         )
         self.prefix = Counter(
             "compaction_proxy_prefix",
-            "Chat completions by what the forwarded request did to the provider's prompt cache (X-Compaction-Prefix): "
-            "new conversation, extends the previous request's prefix, breaks it, unknown (the cache failed).",
+            "Compacted requests (any wire format) by what the forwarded request did to the provider's prompt cache "
+            "(X-Compaction-Prefix): new conversation, extends the previous request's prefix, breaks it, unknown (the "
+            "cache failed).",
             ["outcome"],
             registry=r,
         )

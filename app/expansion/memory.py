@@ -2,8 +2,8 @@
 
 The client never sees the proxy's expand rounds, so its next request does not hold them; without them the model
 would find the stub again and expand the same ref on every turn. So the rounds are remembered per conversation
-(prefix_tracking.conversation_key, within the client's scope) in the cache at cache_url, shared by workers and
-replicas: where each happened and the calls made, never content (app.expansion.rounds.Round). A later request
+(app.compaction.prefix.conversation_key, within the client's scope) in the cache at cache_url, shared by workers
+and replicas: where each happened and the calls made, never content (app.expansion.rounds.Round). A later request
 gets them back at their place with their results made again from its own messages, and so extends, byte for
 byte, the request the provider saw with the round in it, which its prompt cache holds.
 """

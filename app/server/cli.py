@@ -20,7 +20,9 @@ from app.settings import Settings
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
-        prog="compaction-proxy", description="OpenAI-compatible proxy that compacts chat context in flight."
+        prog="compaction-proxy",
+        description="HTTP proxy that compacts LLM context in flight: OpenAI chat completions and Responses, "
+        "Anthropic Messages.",
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
@@ -28,7 +30,7 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
         "--upstream",
         dest="upstream_base_url",
         metavar="BASE_URL",
-        help="upstream base URL (default https://api.openai.com/v1)",
+        help="OpenAI-compatible upstream base URL (default https://api.openai.com/v1)",
     )
     parser.add_argument(
         "--context-window",

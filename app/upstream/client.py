@@ -68,7 +68,8 @@ class Upstream:
     ) -> httpx.Response:
         """Send a request to that upstream and return the response with its body not yet read.
 
-        The credentials sent are the ones the key mode calls for (see auth.Keys), whatever the route passed.
+        The credentials sent are the ones the key mode calls for (see app.policy.keys.Keys), whatever the route
+        passed.
         """
         url = f"{self.base_urls[api]}/{path}" + (f"?{query}" if query else "")
         # Straight to the transport: an httpx.AsyncClient's redirects, auth, cookies and default headers add a

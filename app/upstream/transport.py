@@ -1,9 +1,9 @@
 """The upstream connection pool: httpx's API over aiohttp's HTTP/1.1 client.
 
-Measured with `python -m bench.clients` (README, "Choice of HTTP client"): httpx's own pool costs about 0.4 ms
+Measured with `python -m bench.clients` (docs/benchmarks.md, "HTTP client"): httpx's own pool costs about 0.4 ms
 of CPU per request at one connection and 0.7 ms at 16 (it polls every pooled socket on each request), httpx2
 0.35 ms at both, aiohttp 0.05-0.1 ms. So the proxy keeps httpx's Request, Response and errors everywhere
-(routes, fitting, the expand rounds, the summariser) and sends through this transport: an
+(routes, app.forwarding, the expand rounds, the summariser) and sends through this transport: an
 `httpx.AsyncBaseTransport` whose requests aiohttp carries. Bodies go and come as bytes, never decoded
 (aiohttp's decompression is off): a relayed answer is what the upstream sent.
 

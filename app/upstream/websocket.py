@@ -1,6 +1,6 @@
 """A client's WebSocket to the upstream API: refused, so that the client falls back to HTTP (which is compacted), or
-relayed both ways as it is. The upstream is the configured one and the key the one auth.Keys sends: a socket is
-no way around either.
+relayed both ways as it is. The upstream is the configured one and the key the one app.policy.keys.Keys sends: a
+socket is no way around either.
 """
 
 from __future__ import annotations

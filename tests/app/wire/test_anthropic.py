@@ -1,4 +1,4 @@
-"""app.wire.messages and app.wire.cache_control: Messages bodies to the conversation view and back, small cases."""
+"""app.wire.anthropic and app.wire.cache_control: Messages bodies to the conversation view and back, small cases."""
 
 from __future__ import annotations
 
