@@ -137,7 +137,8 @@ def _image_tokens(content: Any) -> int:
         return 0
     count = 0
     for part in content:
-        if isinstance(part, dict) and part.get("type") in IMAGE_PARTS:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(kind, str) and kind in IMAGE_PARTS:
             image = part.get("image_url")
             detail = image.get("detail") if isinstance(image, dict) else part.get("detail")
             count += LOW_DETAIL_IMAGE_TOKENS if detail == "low" else IMAGE_TOKENS

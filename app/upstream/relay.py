@@ -21,6 +21,8 @@ from app.wire import WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
 WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
+# What the error event says of a stream still running when the shutdown grace ended.
+CUT_AT_SHUTDOWN = ("The proxy shut down before the response was complete.", "proxy_shutdown")
 # Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
 OnComplete = Callable[[bytes], Awaitable[None]]
 
@@ -48,18 +50,18 @@ class Relay(StreamingResponse):
         identity = response.headers.get("content-encoding", "identity") == "identity"
         self.on_complete = on_complete if identity else None
         self.tail: bytes | None = None  # the body's end, once it has come whole
+        self.sent = 0  # bytes relayed so far
+        self.last_bytes = b""  # the last four of them: whether the body stands between two events
         super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(self._after))
         self.raw_headers = client_response_headers(response.headers.raw) + list(extra_headers)
 
     async def _body(self) -> AsyncIterator[bytes]:
         response = self.upstream
-        sent = 0
-        tail = b""
         end = b""
         try:
             async for chunk in response.aiter_raw():
-                sent += len(chunk)
-                tail = (tail + chunk)[-4:]
+                self.sent += len(chunk)
+                self.last_bytes = (self.last_bytes + chunk)[-4:]
                 if self.on_complete is not None:
                     end = (end + chunk)[-TAIL_BYTES:]
                 yield chunk
@@ -72,10 +74,10 @@ class Relay(StreamingResponse):
                 "upstream %s on %s after %d bytes: %s; the client's response is cut short",
                 "stopped sending (stream idle timeout)" if timeout else "broke off the response",
                 self.what,
-                sent,
+                self.sent,
                 type(exc).__name__,
             )
-            if self._can_append_event(sent, tail):
+            if self._can_append_event():
                 yield self.wire.stream_error_event(*broken_stream(timeout))
             else:
                 self.complete = False
@@ -90,12 +92,13 @@ class Relay(StreamingResponse):
         if self.on_complete is not None and self.tail is not None:
             await self.on_complete(self.tail)
 
-    def _can_append_event(self, sent: int, tail: bytes) -> bool:
+    def _can_append_event(self) -> bool:
+        """Whether an error event can end the body: an uncompressed event stream, cut between two events."""
         headers = self.upstream.headers
         return (
             headers.get("content-type", "").startswith("text/event-stream")
             and headers.get("content-encoding", "identity") == "identity"
-            and (sent == 0 or tail.endswith(EVENT_ENDS))
+            and (self.sent == 0 or self.last_bytes.endswith(EVENT_ENDS))
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -119,8 +122,18 @@ class Relay(StreamingResponse):
 
     async def stream_response(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        async for chunk in self.body_iterator:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        try:
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except anyio.get_cancelled_exc_class():
+            # The server's shutdown grace ended (or the client left, and nothing is read): a stream cut between two
+            # events ends in the wire's error event, so the client's SDK raises instead of taking it for whole.
+            if self._can_append_event():
+                with anyio.CancelScope(shield=True):
+                    event = self.wire.stream_error_event(*CUT_AT_SHUTDOWN)
+                    await send({"type": "http.response.body", "body": event, "more_body": True})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            raise
         if self.complete:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # Otherwise return without the final message: the server then closes the connection and the

@@ -13,7 +13,7 @@ from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[imp
 from strategies import Context, TokenCounter, encoding_for_model
 from strategies.encodings import Encodings
 from strategies.messages import WIRE_KEY
-from strategies.tokens import MAX_UNSEEN_TOKENS
+from strategies.tokens import IMAGE_TOKENS, LOW_DETAIL_IMAGE_TOKENS, MAX_UNSEEN_TOKENS
 from tests.factories import call, result, user
 
 URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
@@ -253,3 +253,21 @@ def test_a_message_counts_the_text_its_wire_format_says_the_model_reads_unseen(c
     expected = counter.count_message(plain, "gpt-4o") + counter.count_text(thinking, "gpt-4o")
     assert counter.count_message({**plain, WIRE_KEY: {"text": thinking}}, "gpt-4o") == expected
     assert counter.count_message({**plain, WIRE_KEY: {"text": 7}}, "gpt-4o") == counter.count_message(plain, "gpt-4o")
+
+
+@pytest.mark.parametrize(
+    ("part", "tokens"),
+    [
+        ({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}, IMAGE_TOKENS),
+        ({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}, LOW_DETAIL_IMAGE_TOKENS),
+        ({"type": "input_image", "image_url": "https://x/y.png", "detail": "high"}, IMAGE_TOKENS),
+        ({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}, IMAGE_TOKENS),
+        ({"type": ["image"], "source": {}}, 0),  # no type the counter knows
+    ],
+)
+def test_an_image_part_counts_what_the_upstream_bills_for_it(
+    counter: TokenCounter, part: dict[str, object], tokens: int
+) -> None:
+    text = {"type": "text", "text": "what is in it?"}
+    without = counter.count_messages([{"role": "user", "content": [text]}], "gpt-4o")
+    assert counter.count_messages([{"role": "user", "content": [text, part, part]}], "gpt-4o") == without + 2 * tokens

@@ -43,18 +43,25 @@ def test_a_stop_signal_drains_the_stream_in_flight_then_exits_0(upstream: StandI
     assert not [e for e in logged if e["level"] in ("error", "critical")]
 
 
-def test_a_stream_still_running_when_the_grace_period_ends_is_cut(upstream: StandInUpstream) -> None:
+def test_a_stream_still_running_when_the_grace_period_ends_is_cut_with_an_error_event(
+    upstream: StandInUpstream,
+) -> None:
     upstream.stream_gate.clear()
     try:
         with ProxyProcess("--upstream", f"{upstream.url}/v1", env={"COMPACTION_SHUTDOWN_GRACE_SECONDS": "0"}) as proxy:  # type: ignore[attr-defined]
             with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=STREAM, timeout=30) as response:
                 chunks = response.iter_raw()
-                next(chunks)
+                first = next(chunks)
                 proxy.terminate()
                 assert proxy.wait() == 0  # exits without waiting for the gate
+                rest = b"".join(chunks)  # a whole chunked body: httpx raises on a truncated one
             assert upstream.stream_abandoned.wait(timeout=10)
     finally:
         upstream.stream_gate.set()
+    assert first == sse_chunks("gpt-4o", False)[0]
+    # The openai SDK raises on an event with an "error" key; no [DONE] follows.
+    [event] = [json.loads(line[6:]) for line in rest.decode().splitlines() if line.startswith("data: ")]
+    assert event["error"]["code"] == "proxy_shutdown"
 
 
 def test_readyz_is_200_once_started(proxy: LoopbackServer) -> None:
