@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +187,18 @@ def expand(originals: Originals, call: ExpandCall, max_chars: int) -> str:
     if end < last:
         note += f"; call {EXPAND_TOOL} with start_line={end + 1} for more"
     return note + "]\n" + body
+
+
+def expand_turn(calls: Sequence[tuple[str, str]]) -> Message:
+    """An assistant message that calls the expand tool, (call id, arguments) each, in the conversation view."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": EXPAND_TOOL, "arguments": arguments}}
+            for cid, arguments in calls
+        ],
+    }
 
 
 def _lines(text: str) -> list[str]:

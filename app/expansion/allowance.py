@@ -15,11 +15,11 @@ later request makes those results again from its own messages, byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.expansion import Expansion
-from app.expansion.rounds import answered_round, call_id
+from app.expansion.rounds import call_id, tool_results
 from app.wire.base import ModelCall
 from strategies import Message
 from strategies.budget import default_total
@@ -57,8 +57,10 @@ class Allowance:
         self.answered: set[str] = set()  # arguments answered whole in this request
         self.calls_made = 0
 
-    def answer(self, calls: Sequence[ModelCall]) -> Answered:
-        """The round for these calls (the model's ids and raw arguments), within what is left."""
+    def answer(self, calls: Sequence[ModelCall], turn: Callable[[Sequence[tuple[str, str]]], Message]) -> Answered:
+        """The round for these calls (the model's ids and raw arguments), within what is left; turn: the round's
+        assistant message for the calls kept (ExpandRound.turn).
+        """
         kept: list[tuple[str, str, ExpandCall | str]] = []
         seen: set[str] = set()
         left_out = 0
@@ -75,14 +77,15 @@ class Allowance:
         pairs = tuple((cid, arguments) for cid, arguments, _ in kept)
         ctx = self.expansion.ctx
         # The calls' own message first: the results must fit beside it.
-        self.tokens += ctx.count_message(answered_round(pairs, [""] * len(pairs))[0])
+        assistant = turn(pairs)
+        self.tokens += ctx.count_message(assistant)
         results: list[str] = []
         counts = {"resolved": 0, "unresolved": 0, "refused": 0, "repeated": 0}
         for cid, arguments, call in kept:
             text, outcome = self._result(cid, arguments, call)
             results.append(text)
             counts[outcome] += 1
-        messages = answered_round(pairs, results)
+        messages = [assistant, *tool_results(pairs, results)]
         remembered = counts["resolved"] == len(kept)
         return Answered(messages, pairs, remembered, left_out=left_out, **counts)
 

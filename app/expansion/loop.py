@@ -39,7 +39,7 @@ from app.upstream.client import Upstream
 from app.upstream.relay import broken_stream
 from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
-from app.wire.base import ModelCall
+from app.wire.base import ExpandRound, ExpandStream
 from strategies import Message
 
 logger = logging.getLogger("compaction_proxy.expansion")
@@ -118,26 +118,26 @@ class _Run:
         self.messages: list[Message] = list(expansion.forwarded)
         self.allowance: Allowance | None = None  # made in the first round's thread: it counts the messages
 
-    async def next_body(self, calls: list[ModelCall], other_calls: bool) -> bytes | None:
+    async def next_body(self, answered: ExpandRound) -> bytes | None:
         """The request again with this round answered, when its calls are the proxy's to answer; else None (the
         answer is final). Built in a thread: it counts and renders the whole conversation.
         """
-        if not calls:
+        if not answered.expand_calls():
             return None
-        if other_calls:
+        if answered.other_calls():
             self.x.metrics.expand_rounds.labels("dropped").inc()
             return None
         if self.answered >= self.x.max_rounds:
             return None  # the tool was not offered on this round: a model calling it anyway is not answered
-        return await anyio.to_thread.run_sync(self._answer_round, calls)
+        return await anyio.to_thread.run_sync(self._answer_round, answered)
 
-    def _answer_round(self, calls: list[ModelCall]) -> bytes:
+    def _answer_round(self, round_: ExpandRound) -> bytes:
         if self.allowance is None:
             x = self.x
             self.allowance = Allowance(
                 self.expansion, max_calls=x.max_calls, max_chars=x.max_chars, request_chars=x.max_request_chars
             )
-        answered = self.allowance.answer(calls)
+        answered = self.allowance.answer(round_.expand_calls(), round_.turn)
         self.messages.extend(answered.messages)
         if answered.remembered:
             self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls))
@@ -205,7 +205,7 @@ class _Run:
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data)
             usage = self.tool.add_usage(usage, data.get("usage"))
-            body = await self.next_body(answer.expand_calls(), answer.other_calls())
+            body = await self.next_body(answer)
             if body is not None:
                 continue
             await self.remember()
@@ -242,22 +242,21 @@ class _Run:
         return out
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        first_id: str | None = None
+        streamed: ExpandStream | None = None
         usage: dict[str, Any] | None = None
         wire = self.expansion.wire
         try:
             while True:
-                streamed = self.tool.stream(first_id, usage)
+                streamed = self.tool.stream(streamed, usage)
                 async for event in _sse_events(response.aiter_bytes(), self.x.max_answer_bytes):
                     out = streamed.feed(event)
                     if out:
                         yield out
                 await response.aclose()
                 usage = self.tool.add_usage(usage, streamed.usage)
-                body = await self.next_body(streamed.expand_calls(), streamed.other_calls())
+                body = await self.next_body(streamed)
                 if body is None:
                     break
-                first_id = first_id or streamed.id
                 response = await self.open(body)
                 if response.status_code != 200:
                     text = (await response.aread())[:2000].decode("utf-8", "replace")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strategies import Message
-from strategies.refs import EXPAND_TOOL, ExpandCall, Originals, expand
+from strategies.refs import EXPAND_TOOL, ExpandCall, Originals, expand, expand_turn
 
 # What a model's tool-call id may be for the proxy to reuse it (Anthropic's own rule, the strictest).
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -48,18 +48,14 @@ def round_messages(calls: Sequence[tuple[str, str]], originals: Originals, max_c
 
 def answered_round(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
     """The assistant message with the calls, then each call's result as given."""
-    assistant: Message = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": EXPAND_TOOL, "arguments": arguments}}
-            for cid, arguments in calls
-        ],
-    }
-    tool_results: list[Message] = [
+    return [expand_turn(calls), *tool_results(calls, results)]
+
+
+def tool_results(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
+    """Each call's result as a tool message."""
+    return [
         {"role": "tool", "tool_call_id": cid, "content": text} for (cid, _), text in zip(calls, results, strict=True)
     ]
-    return [assistant, *tool_results]
 
 
 def with_rounds(

@@ -9,7 +9,7 @@ more format.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,8 +37,8 @@ class ErrorBody(Protocol):
     ) -> dict[str, Any]: ...
 
 
-class ExpandAnswer(Protocol):
-    """One round's whole (non-streamed) answer, read."""
+class ExpandRound(Protocol):
+    """What one round's answer, whole or streamed, tells the expand loop."""
 
     def expand_calls(self) -> list[ModelCall]: ...
 
@@ -46,24 +46,30 @@ class ExpandAnswer(Protocol):
         """Whether the model also called one of the client's tools."""
         ...
 
+    def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
+        """The assistant message this round sends back upstream, in the conversation view the format renders: the
+        model's turn as it made it (what the API wants back unchanged, such as signed thinking), with only the kept
+        expand calls, (call id, arguments) each.
+        """
+        ...
+
+
+class ExpandAnswer(ExpandRound, Protocol):
+    """One round's whole (non-streamed) answer, read."""
+
     def for_client(self, usage: dict[str, Any] | None) -> dict[str, Any]:
         """The answer without expand calls, with the usage of every round (None: as it came)."""
         ...
 
 
-class ExpandStream(Protocol):
+class ExpandStream(ExpandRound, Protocol):
     """One round's streamed answer, event by event: what to pass to the client now, and what the round called."""
 
-    id: str | None  # the response's id, once seen
-    usage: dict[str, Any] | None
+    usage: dict[str, Any] | None  # this round's, as last reported
 
     def feed(self, event: bytes) -> bytes | None:
         """One SSE event as received (without its blank line); the bytes to send the client now, if any."""
         ...
-
-    def expand_calls(self) -> list[ModelCall]: ...
-
-    def other_calls(self) -> bool: ...
 
     def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
         """What the final round held back, with the usage of every round, and the stream's end."""
@@ -79,9 +85,10 @@ class ExpandTool(Protocol):
 
     def answer(self, body: dict[str, Any]) -> ExpandAnswer: ...
 
-    def stream(self, first_id: str | None, before: dict[str, Any] | None) -> ExpandStream:
-        """A round's stream reader; first_id: the first round's response id (None: this is the first round);
-        before: the usage of the rounds before it.
+    def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> ExpandStream:
+        """A round's stream reader; after: the previous round's (None: this is the first round), whose numbering
+        (ids, indices, sequence numbers) the client's one response goes on with; before: the usage of the rounds
+        before it.
         """
         ...
 

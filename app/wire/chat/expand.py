@@ -6,14 +6,15 @@ Only choice 0 is read: the tool is not offered when a request asks for n > 1 cho
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from app.wire.base import ModelCall, Parsed
-from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL
+from app.wire.base import ExpandStream, ModelCall, Parsed
+from strategies import Message
+from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL, expand_turn
 
 TOOL: dict[str, Any] = {
     "type": "function",
@@ -54,6 +55,9 @@ class Answer:
 
     def other_calls(self) -> bool:
         return any(not is_expand(c) for c in self._calls())
+
+    def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
+        return _turn(kept)
 
     def for_client(self, usage: dict[str, Any] | None) -> dict[str, Any]:
         """The answer without expand calls, with the usage of every round."""
@@ -216,6 +220,9 @@ class StreamedRound:
     def other_calls(self) -> bool:
         return any(not c.expand for c in self.calls.values())
 
+    def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
+        return _turn(kept)
+
     def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
         """The held chunks of the final round, with the usage of every round, then [DONE]."""
         had_expand = any(c.expand for c in self.calls.values())
@@ -229,6 +236,13 @@ class StreamedRound:
                     chunk = {**chunk, "choices": [{**choice, "finish_reason": "stop"}, *choices[1:]]}
             yield _event(self._retag(chunk)[0])
         yield b"data: [DONE]\n\n"
+
+
+def _turn(kept: Sequence[tuple[str, str]]) -> Message:
+    """The round's assistant message as chat sends it back: the kept expand calls, no text (the same bytes whenever
+    the round is shown again, app.expansion.rounds).
+    """
+    return expand_turn(kept)
 
 
 def _data(event: bytes) -> bytes | None:
@@ -268,8 +282,9 @@ class ChatExpandTool:
     def answer(self, body: dict[str, Any]) -> Answer:
         return Answer(body)
 
-    def stream(self, first_id: str | None, before: dict[str, Any] | None) -> StreamedRound:
-        return StreamedRound(first_id, before)
+    def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> StreamedRound:
+        assert after is None or isinstance(after, StreamedRound), "stream takes this format's readers"
+        return StreamedRound(None if after is None else after.first_id or after.id, before)
 
     def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
         return add_usage(total, usage)
