@@ -13,7 +13,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from app.cache import CacheError, open_backend
-from app.compaction.compactor import Compactor
+from app.compaction.compactor import build_compactor, model_table
 from app.compaction.prefix import PrefixTracker
 from app.edge.body import BodyTimeoutMiddleware
 from app.edge.error_handlers import InternalErrorMiddleware, install_error_handlers
@@ -31,7 +31,7 @@ from app.settings import Settings
 from app.upstream.client import Upstream, printable_url
 from app.upstream.models import UpstreamModels
 from app.wire import wire_formats
-from strategies import Encodings, Memo, ModelLimits, ModelTable, Registry, TokenCounter
+from strategies import Registry
 
 logger = logging.getLogger("compaction_proxy.main")
 
@@ -50,14 +50,12 @@ class ConfigError(ValueError):
 def create_app(settings: Settings | None = None, registry: Registry | None = None) -> FastAPI:
     settings = settings or Settings()
     registry = registry or Registry.with_plugins()
-    counter = TokenCounter(Encodings(), cache_size=settings.token_cache_size)
     try:
         keys = Keys(settings)
     except OpenRelayError as exc:
         raise ConfigError(str(exc)) from None
-    default_limits = ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output)
     try:
-        models = ModelTable.packaged(settings.models, default_limits)
+        models = model_table(settings)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     # prometheus_client's own switch, read by it at import: follow it, so what is written is what is exposed.
@@ -79,19 +77,17 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     upstream_models = UpstreamModels.build(
         models,
         settings.models,
-        default_limits,
+        models.default,
         backend=learned,
         upstream=settings.upstream_base_url,
         max_models=settings.learned_models_max,
         calibrate=settings.calibrate_counts,
     )
     try:
-        compactor = Compactor(
+        compactor = build_compactor(
             settings,
             registry,
-            counter,
-            models,
-            memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
+            models=models,
             keys=keys,
             notes=notes,
             prefix=prefix,
@@ -107,7 +103,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await notes.start()
         # Load the default encoding now rather than on the first request (about 0.3 s).
-        await anyio.to_thread.run_sync(counter.count_text, "warm up", "gpt-4o")
+        await anyio.to_thread.run_sync(compactor.counter.count_text, "warm up", "gpt-4o")
         # What start-up built lives as long as the process: kept out of the cyclic GC's full collections, which
         # walked all of it and paused every request in flight for tens of milliseconds (bench.overhead, p99).
         gc.collect()

@@ -18,7 +18,7 @@ import time
 from app.compaction.compactor import Compactor
 from app.settings import Settings
 from app.wire import ChatCompletions
-from strategies import Encodings, ModelTable, Registry, TokenCounter
+from strategies import Encodings, Registry, TokenCounter
 
 from .agent_history import agent_history
 from .compactor import compactor
@@ -27,7 +27,6 @@ from .compactor import compactor
 def measure(args: argparse.Namespace) -> None:
     settings = Settings(**({"default_strategies": args.chain} if args.chain else {}))
     registry = Registry.with_plugins()
-    models = ModelTable.packaged()
     encodings = Encodings()
     encodings.get("o200k_base")  # loading the rank file is start-up cost, not per-request cost
     history = agent_history(args.messages, args.chars)
@@ -40,8 +39,8 @@ def measure(args: argparse.Namespace) -> None:
         c.compact_sync(raw, ChatCompletions(), c.default_chain)
         return (time.perf_counter() - started) * 1000
 
-    cold = [timed(compactor(settings, encodings, registry, models), body) for _ in range(args.repeat_cold)]
-    warm_compactor = compactor(settings, encodings, registry, models)
+    cold = [timed(compactor(settings, encodings, registry), body) for _ in range(args.repeat_cold)]
+    warm_compactor = compactor(settings, encodings, registry)
     timed(warm_compactor, body)
     warm = [timed(warm_compactor, body) for _ in range(args.repeat)]
     grown_ms = [timed(warm_compactor, grown) for _ in range(args.repeat)]

@@ -1,10 +1,13 @@
 """What the model reads where content was removed. A stub for removed tool output says what went, how big it
 was, and how to get it back: its ref and the expand tool (strategies.refs), so what a strategy removes stays
 within the model's reach. The ref is the caller's to give: Context.ref_for(text), which names the client's
-original also when the text was rewritten first.
+original also when the text was rewritten first. What reads stubs back (the benchmarks among others) uses the
+names exported here (same_as_call) and in strategies.refs (refs_in, stub_refs), never a copy of their text.
 """
 
 from __future__ import annotations
+
+import re
 
 from .refs import how_to_expand
 
@@ -48,9 +51,20 @@ def elided(name: str, result: str, ref: str | None, arguments: tuple[str, str | 
     return text + "]"
 
 
+_SAME_AS = "[same output as tool call "
+# A dedupe pointer (same_as) at the start of a text; group 1: the call whose result it repeats.
+SAME_AS_PATTERN = re.compile(re.escape(_SAME_AS) + r"(.+?) above: \d[\d,]* chars")
+
+
 def same_as(call_id: str, text: str, ref: str | None) -> str:
-    """dedupe: a repeated tool result, pointing at its first copy."""
-    return f"[same output as tool call {call_id} above: {len(text):,} chars{_how(ref, 'it')}]"
+    """dedupe: a repeated tool result, pointing at its first copy (read back by same_as_call)."""
+    return f"{_SAME_AS}{call_id} above: {len(text):,} chars{_how(ref, 'it')}]"
+
+
+def same_as_call(text: str) -> str | None:
+    """The call whose result a dedupe pointer repeats, or None where the text is no such pointer."""
+    found = SAME_AS_PATTERN.match(text)
+    return found.group(1) if found is not None else None
 
 
 def repeated(n: int) -> str:

@@ -28,6 +28,9 @@ EXPAND_TOOL = "compaction_expand"
 LINE_CHARS = 2000
 # The stub's own phrase (how_to_expand), also when it sits in a JSON string of a call's arguments (\").
 _REF = re.compile(r'ref=\\?"([0-9a-f]{' + str(REF_DIGITS) + r'})\\?"')
+_MORE = f"; call {EXPAND_TOOL} with start_line="
+# The note that opens a part `expand` returns when lines are left to read (more_from); group 1: the line to go on from.
+MORE_PATTERN = re.compile(r'\[ref=".*?": lines \d+-\d+ of \d+' + re.escape(_MORE) + r"(\d+) for more\]\n")
 
 EXPAND_DESCRIPTION = (
     "Show the original of content elided from this conversation: pass the ref its marker gives "
@@ -185,7 +188,7 @@ def expand(originals: Originals, call: ExpandCall, max_chars: int) -> str:
     end = first + len(shown) - 1
     note = f'[ref="{call.ref}": lines {first}-{end} of {total}'
     if end < last:
-        note += f"; call {EXPAND_TOOL} with start_line={end + 1} for more"
+        note += f"{_MORE}{end + 1} for more"
     return note + "]\n" + body
 
 
@@ -199,6 +202,12 @@ def expand_turn(calls: Sequence[tuple[str, str]]) -> Message:
             for cid, arguments in calls
         ],
     }
+
+
+def more_from(text: str) -> int | None:
+    """The line an expand result says to read on from (its start_line), or None where it shows the rest."""
+    found = MORE_PATTERN.match(text)
+    return int(found.group(1)) if found is not None else None
 
 
 def _lines(text: str) -> list[str]:

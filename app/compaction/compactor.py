@@ -30,6 +30,7 @@ from strategies import (
     ChainResult,
     ChainSyntaxError,
     Context,
+    Encodings,
     Memo,
     ModelLimits,
     ModelTable,
@@ -349,3 +350,43 @@ class Compactor:
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
         return Compacted(body, chain, result, fallback=result.fallback, expansion=expansion)
+
+
+def model_table(settings: Settings) -> ModelTable:
+    """The packaged table with the operator's models (settings.models) over it; any other model gets the configured
+    default limits (table.default). Raises ValueError for an entry the table cannot take.
+    """
+    default = ModelLimits(context_window=settings.default_context_window, max_output=settings.default_max_output)
+    return ModelTable.packaged(settings.models, default)
+
+
+def build_compactor(
+    settings: Settings,
+    registry: Registry | None = None,
+    *,
+    encodings: Encodings | None = None,
+    models: ModelTable | None = None,
+    keys: Keys | None = None,
+    notes: NotesRuntime | None = None,
+    prefix: PrefixTracker | None = None,
+    expansions: ExpansionMemory | None = None,
+    upstream_models: UpstreamModels | None = None,
+) -> Compactor:
+    """The Compactor as the proxy builds it from its settings (create_app), also for the benchmarks: so what they
+    measure is what ships. Not given: the built-in and installed strategies, a token counter remembering
+    settings.token_cache_size messages (on `encodings`: tokenizers already loaded), model_table(settings), the
+    strategy memo of settings.strategy_memo_chars. What only a live server has (keys, notes, prefix, expansions,
+    upstream_models: see Compactor) stays None unless given. Raises ValueError as Compactor does.
+    """
+    return Compactor(
+        settings,
+        registry or Registry.with_plugins(),
+        TokenCounter(encodings if encodings is not None else Encodings(), cache_size=settings.token_cache_size),
+        models if models is not None else model_table(settings),
+        memo=Memo(settings.strategy_memo_chars) if settings.strategy_memo_chars else None,
+        keys=keys,
+        notes=notes,
+        prefix=prefix,
+        expansions=expansions,
+        upstream_models=upstream_models,
+    )

@@ -18,18 +18,14 @@ planted and the values its next call reused.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from app.expansion.rounds import call_id
 from app.settings import Settings
 from strategies import Message
 from strategies.conversation import is_assistant, is_tool_result, message_text, result_id
-from strategies.refs import ExpandCall, Originals, expand, refs_in, stub_refs
-
-_MORE = re.compile(r"start_line=(\d+) for more\]")
-# strategies.markers.same_as: a dedupe pointer names the call whose result it repeats.
-_POINTER = re.compile(r"\[same output as tool call (.+?) above: ")
+from strategies.markers import same_as_call
+from strategies.refs import ExpandCall, Originals, expand, more_from, refs_in, stub_refs
 
 
 def expand_limits() -> tuple[int, int]:
@@ -66,10 +62,10 @@ def read_behind_refs(
             reading.refs.append(ref)
             text = expand(originals, call, max_chars)
             reading.found.update(v for v in missing if v in text)
-            more = _MORE.search(text[:300])
+            more = more_from(text)
             if (until is not None and until in reading.found) or more is None:
                 return
-            start = int(more.group(1))
+            start = more
 
     for ref in _cut_newest(compacted):
         read(ref, None)
@@ -92,7 +88,7 @@ def _cut_newest(compacted: list[Message]) -> list[str]:
     for message in compacted[last + 1 :]:
         text = message_text(message)
         refs = refs_in(text) if is_tool_result(message) else []
-        pointer = _POINTER.match(text)
-        if refs and not (pointer is not None and pointer.group(1) in whole):
+        pointer = same_as_call(text)  # a dedupe pointer names the call whose result it repeats
+        if refs and not (pointer is not None and pointer in whole):
             cut.append(refs[0])
     return cut

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from strategies import Chain, ChainSyntaxError, ModelTable, Registry, StrategyError
+from strategies import Chain, ChainSyntaxError, Registry, StrategyError
 from strategies.budget import default_total
 from strategies.context import Context
 
@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> None:
                 Chain.parse(spec, registry)
         except (ChainSyntaxError, StrategyError) as exc:
             parser.error(f"--judge-chains: {exc}")
-    limits = ModelTable.packaged().lookup(args.model)
-    replayer = Replayer(args.model, limits, registry, FORMS[args.wire])
-    default_budget = default_total(Context(model=args.model, tokens=replayer.counter(), limits=limits))
+    replayer = Replayer(args.model, registry, FORMS[args.wire])
+    limits = replayer.limits
+    default_budget = default_total(Context(model=args.model, tokens=replayer.compactor().counter, limits=limits))
     corpora = build_corpora(sizes, args.seed, wanted)
     chain_cases = cases(budget, registry, shipped)
     pairs = epoch_pairs(budget)

@@ -1,42 +1,32 @@
 """Replay every request of a corpus through one chain and measure it.
 
 Every prefix of a conversation that ends where the model answered is a request the client sent. Each goes
-through Chain.run as the proxy runs it (token counts before and after included in the time), with one
-TokenCounter per corpus and chain, so the per-message count cache is as warm as in a proxy that has seen the
-conversation grow, and no warmer. Then: the invariants (strategies.invariants, plus no mutation and byte-for-byte
-determinism, checked once per conversation), the prompt-cache model, and what the model can still see and
-reach: where a value it needs is behind a stub, the simulated agent's expand rounds (bench.compaction.agent),
-billed, remembered and shown again in later requests as the proxy does. The proxy's expand tool counts in the
-tool definitions of every request it is offered on (a change of tools caches nothing).
+through the proxy's own path (wire_forms.compact: the body parsed, then Compactor.compact_sync: the chain, token
+counts before and after, settle, render; all of it in the time), with one Compactor per corpus and chain, built as
+create_app builds it from the shipped settings, so its caches (token counts, the strategy memo) are as warm as in
+a proxy that has seen the conversation grow, and no warmer. Then: the invariants (strategies.invariants, plus no
+mutation and byte-for-byte determinism, checked once per conversation), the prompt-cache model, and what the
+model can still see and reach: where a value it needs is behind a stub, the simulated agent's expand rounds
+(bench.compaction.agent), billed, remembered and shown again in later requests as the proxy does. The proxy's
+expand tool counts in the tool definitions of every request it is offered on (a change of tools caches nothing).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
+from app.compaction.compactor import Compactor, model_table
 from app.expansion.rounds import Round, round_messages, with_rounds
 from app.wire.chat.expand import TOOL as EXPAND_TOOL
-from strategies import (
-    Chain,
-    Context,
-    Encodings,
-    Memo,
-    Message,
-    ModelLimits,
-    Registry,
-    TokenCounter,
-    encoding_for_model,
-)
+from strategies import Chain, Encodings, Message, Registry, encoding_for_model
 from strategies.digests import message_bytes, message_digest, prefix_digests
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
-from strategies.refs import Originals, stub_refs
+from strategies.refs import Originals
 
+from ..compactor import compactor, shipped_settings
 from .agent import expand_limits, read_behind_refs
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
@@ -50,11 +40,12 @@ from .prompt_cache import (
     billed_openai,
 )
 from .visibility import Needs, Seen, conversation_needs
-from .wire_forms import FORMS, WireForm
+from .wire_forms import FORMS, MUTATED, WireForm, compact
 
 MAX_PROBLEMS_KEPT = 5
 NOTHING = Needs((), ())
-MEMO_CHARS = 16_000_000  # the proxy's default strategy_memo_chars
+# Per corpus and chain, every message's count is remembered: the figures must not depend on a cache's size.
+TOKEN_CACHE_SIZE = 1_000_000
 
 
 @dataclass
@@ -114,12 +105,14 @@ class ChainRun:
 class Replayer:
     """Per process: the encodings and the cache model's token sequences, shared by every chain it replays."""
 
-    def __init__(self, model: str, limits: ModelLimits, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
+    def __init__(self, model: str, registry: Registry, form: WireForm = FORMS["chat"]) -> None:
         """form: the wire format each request is sent in (wire_forms.FORMS), and priced as its provider caches it."""
         self.form = form
         self.model = model
-        self.limits = limits
         self.registry = registry
+        # The proxy as it ships; a strategy's error stops the run instead of forwarding the request uncompacted.
+        self.settings = shipped_settings(token_cache_size=TOKEN_CACHE_SIZE, on_strategy_error="fail")
+        self.limits = model_table(self.settings).lookup(model)  # what the Compactor compacts this model's requests to
         self.max_rounds, self.max_chars = expand_limits()
         self.encodings = Encodings()
         self.encoding = self.encodings.get(encoding_for_model(model))
@@ -127,20 +120,21 @@ class Replayer:
         # What each request needs to see depends on the conversation only: found once, used by every chain.
         self._needs: dict[tuple[str, str], dict[int, Needs]] = {}
 
-    def counter(self) -> TokenCounter:
-        """A fresh counter: each chain starts cold, like a proxy meeting the conversation for the first time."""
-        return TokenCounter(self.encodings, cache_size=1_000_000)
+    def compactor(self) -> Compactor:
+        """A fresh Compactor: each chain starts cold (token counts, the strategy memo: minify's results, epochs' jump
+        points), like a proxy meeting the conversation for the first time.
+        """
+        return compactor(self.settings, self.encodings, self.registry)
 
     def run(self, corpus: Corpus, case: ChainCase, charted: str | None = None) -> ChainRun:
         chain = build(case, self.registry)
-        counter = self.counter()
-        memo = Memo(MEMO_CHARS)  # the proxy's per-process memo (minify's results, epochs' jump points), cold per chain
+        proxy = self.compactor()
         out = ChainRun(corpus.key, case.spec)
         for conversation in corpus.conversations:
             key = (corpus.key, conversation.id)
             if key not in self._needs:
                 self._needs[key] = conversation_needs(conversation, answered_at(conversation.messages))
-            self._conversation(conversation, self._needs[key], chain, counter, memo, out, charted)
+            self._conversation(conversation, self._needs[key], chain, proxy, out, charted)
         return out
 
     def _conversation(
@@ -148,25 +142,13 @@ class Replayer:
         conversation: Conversation,
         needs: dict[int, Needs],
         chain: Chain,
-        counter: TokenCounter,
-        memo: Memo,
+        proxy: Compactor,
         out: ChainRun,
         charted: str | None,
     ) -> None:
         messages = conversation.messages
         request = {"model": self.model, **({"tools": conversation.tools} if conversation.tools else {})}
-
-        def context(request: Mapping[str, Any] = request) -> Context:
-            # One per request, as in the proxy: a Context remembers message objects for the request it serves.
-            return Context(
-                model=self.model,
-                tokens=counter,
-                limits=self.limits,
-                request=request,
-                memo=memo,
-                expandable=self.form.expandable,
-            )
-
+        counter = proxy.counter
         snapshot = [message_bytes(m) for m in messages]
         tools = conversation.tools or []
         plain_head = counter.count_tools(tools, self.model)
@@ -184,16 +166,16 @@ class Replayer:
             prefix = messages[:end]
             originals = Originals(prefix)
             sent = with_rounds(prefix, prefixes, remembered, originals, self.max_chars) if remembered else prefix
-            started = time.perf_counter()
-            replayed = self.form.run(chain, sent, request, context)
+            replayed = compact(self.form, proxy, chain, sent, request)
             result = replayed.result
-            out.ms.append((time.perf_counter() - started) * 1000)
+            out.ms.append(replayed.ms)
             where = f"{conversation.id} request {end}"
             for problem in [*compaction_problems(replayed.seen, result.messages), *replayed.problems]:
                 out.problem(where, problem)
-            # The proxy offers the expand tool while a stub's ref resolves (app.compaction).
-            offered = chain.reversible and any(originals.resolve(r) for r in stub_refs(result.messages))
-            new_head = offered_head if offered else plain_head
+            # The proxy offers the expand tool while a stub's ref resolves (app.compaction), and answers its calls
+            # from the request as it received it, remembered rounds included.
+            offered = replayed.originals
+            new_head = offered_head if offered is not None else plain_head
             out.tool_changes += new_head != head and end != ends[0]
             head = new_head
             hit = cache.request(result.messages, head)
@@ -207,18 +189,22 @@ class Replayer:
             out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window, priced)
             need = needs.get(end, NOTHING)
             missing = out.seen.check(need, result.messages)
-            if offered:
-                calls = self._read(need, missing, result.messages, originals, cache, head, out, expanded)
+            if offered is not None:
+                calls = self._read(need, missing, result.messages, offered, cache, head, out, expanded)
                 remembered += [Round(end, prefixes[end - 1].hex(), (call,)) for call in calls]
             if conversation.id == charted:
                 out.series_tokens.append(result.tokens_after)
                 out.series_cached.append(hit.cached)
             if end == ends[-1]:
                 last, last_sent = replayed.sent, sent
-        if ends and self.form.run(chain, last_sent, request, context).sent != last:
-            out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
+        if ends:
+            again = compact(self.form, proxy, chain, last_sent, request, check_input=True)
+            if again.sent != last:
+                out.problem(conversation.id, "not deterministic: the last request compacted twice differs")
+            if MUTATED in again.problems:
+                out.problem(conversation.id, f"{MUTATED} (the last request's, as parsed)")
         if [message_bytes(m) for m in messages] != snapshot:
-            out.problem(conversation.id, "the input messages were mutated")
+            out.problem(conversation.id, MUTATED)
 
     def _read(
         self,

@@ -1,8 +1,9 @@
 """The benchmark's requests in each wire format the proxy compacts, so one replay measures every format it serves.
-A format is one entry of FORMS; each sends a request the way the proxy handles it in that format (parse, the chain,
-settle, render) and hands back what the replay measures (Replayed).
+A format is one entry of FORMS: how a request is written in that format (its body) and what of it the replay
+measures (Replayed). Every form's body goes through the proxy's own path (compact): parsed by the format's
+app.wire class, then Compactor.compact_sync (the chain, settle, render), as the proxy compacts a request.
 
-- `chat`: the corpus's chat messages as they are.
+- `chat`: the corpus's chat messages as they are, through app.wire.ChatCompletions.
 - `responses`: each request as a Responses API body (input items, flat tools) through app.wire.Responses, the
   rendered input checked for its pairs; the chain's messages measured as chat messages, so that everything measured
   after the chain (invariants, the prompt cache, what the model can see) is the same code as for chat.
@@ -17,23 +18,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
 
-from app.compaction.compactor import settled
+from app.compaction.compactor import Compacted, Compactor
 from app.settings import DEFAULT_MAX_JSON_DEPTH
-from app.wire import AnthropicMessages, Responses
+from app.wire import AnthropicMessages, ChatCompletions, Parsed, Responses, WireFormat
 from app.wire.cache_control import MAX_BREAKPOINTS, marker
-from strategies import Chain, ChainResult, Context, Message
+from strategies import Chain, ChainResult, Message
 from strategies.conversation import text_of
 from strategies.digests import message_bytes
 from strategies.invariants import pairing_problems
 from strategies.messages import WIRE_KEY
+from strategies.refs import Originals
 
-ContextFor = Callable[[Mapping[str, Any]], Context]  # a request's Context, given what a strategy may read of it
+MUTATED = "the input messages were mutated"
 
 
 @dataclass(frozen=True)
@@ -42,71 +44,103 @@ class Replayed:
 
     seen: list[Message]  # the conversation the chain ran over: what the invariants compare its result with
     result: ChainResult  # settled as the proxy settles it
-    sent: bytes  # what goes upstream (chat: its messages' bytes); compacting twice must give the same
+    sent: bytes  # what goes upstream; compacting twice must give the same
+    # What the expand tool's calls resolve from, where the proxy offers the tool with this request (a stub's ref
+    # resolves: Compacted.expansion); None: not offered.
+    originals: Originals | None
+    ms: float  # the proxy's work: parsing the body, then Compactor.compact_sync
     problems: list[str] = field(default_factory=list)  # what the form's own checks found in what goes
 
 
 class WireForm(Protocol):
-    # Whether the proxy offers the expand tool in this format (app.expansion.offer): where it does not, no stub
-    # names a ref and mask runs its fallback.
-    expandable: bool
+    wire: WireFormat  # the format the proxy parses and renders the body with
     # Priced by Anthropic's breakpoint rules over the body sent (prompt_cache.BreakpointCache); otherwise by the
     # cache model of the chat messages (prompt_cache.ConversationCache).
     breakpoints: bool
 
-    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
-        """The chain run over one request (chat messages and the rest of a chat body) sent in this form."""
+    def body(self, messages: list[Message], request: dict[str, Any]) -> bytes:
+        """One request (chat messages and the rest of a chat body) as a client sends it in this form."""
+        ...
+
+    def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
+        """What the replay measures of the request `raw` (made of `messages`) as the proxy compacted it; ms is 0."""
         ...
 
 
+def compact(
+    form: WireForm,
+    compactor: Compactor,
+    chain: Chain,
+    messages: list[Message],
+    request: dict[str, Any],
+    *,
+    check_input: bool = False,
+) -> Replayed:
+    """One request sent in `form`, compacted by the proxy's own path: the body parsed by its format, then
+    Compactor.compact_sync (the chain, settle, render), as the proxy's route does with a body it compacts inline.
+    check_input: also check that the chain left its input as it was (MUTATED among the problems; its time counts).
+    """
+    raw = form.body(messages, request)
+    started = time.perf_counter()
+    parsed = form.wire.parse(raw, compactor.settings.max_json_depth)
+    before = [message_bytes(m) for m in parsed.messages] if check_input else None
+    compacted = compactor.compact_sync(raw, form.wire, chain, parsed=parsed)
+    ms = (time.perf_counter() - started) * 1000
+    replayed = form.measured(messages, raw, parsed, compacted)
+    mutated = before is not None and [message_bytes(m) for m in parsed.messages] != before
+    return replace(replayed, ms=ms, problems=[*replayed.problems, *([MUTATED] if mutated else [])])
+
+
+def _originals(compacted: Compacted) -> Originals | None:
+    return compacted.expansion.originals if compacted.expansion is not None else None
+
+
 class ChatForm:
-    expandable = True
-    breakpoints = False
-
-    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
-        result = chain.run(messages, context(request))
-        return Replayed(messages, result, b"".join(message_bytes(m) for m in result.messages))
-
-
-class ResponsesForm:
-    expandable = False
     breakpoints = False
 
     def __init__(self) -> None:
-        self.wire = Responses()
+        self.wire: WireFormat = ChatCompletions()
 
-    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
-        raw = orjson.dumps(responses_body(messages, request))
-        parsed = self.wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
-        ctx = context(parsed.request)
-        result = settled(self.wire, parsed, chain.run(parsed.messages, ctx), ctx)
-        sent = self.wire.render(parsed, result.messages)
+    def body(self, messages: list[Message], request: dict[str, Any]) -> bytes:
+        return orjson.dumps({**request, "messages": messages})
+
+    def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
+        return Replayed(parsed.messages, compacted.result, compacted.body, _originals(compacted), 0.0)
+
+
+class ResponsesForm:
+    breakpoints = False
+
+    def __init__(self) -> None:
+        self.wire: WireFormat = Responses()
+
+    def body(self, messages: list[Message], request: dict[str, Any]) -> bytes:
+        return orjson.dumps(responses_body(messages, request))
+
+    def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
+        result = compacted.result
         # What the proxy would send, read back: it must pair every call with its output as the messages did.
-        read_back = self.wire.parse(sent, DEFAULT_MAX_JSON_DEPTH).messages
+        read_back = self.wire.parse(compacted.body, DEFAULT_MAX_JSON_DEPTH).messages
         if pairing_problems(read_back) != pairing_problems(result.messages):
             raise AssertionError(f"the rendered input pairs differently: {pairing_problems(read_back)}")
         # Measured as the chain left them: the items a message item and the calls after it become are one message
         # read back, where the chain may have left two.
-        return Replayed(messages, replace(result, messages=chat_messages(result.messages)), sent)
+        chat = replace(result, messages=chat_messages(result.messages))
+        return Replayed(messages, chat, compacted.body, _originals(compacted), 0.0)
 
 
 class MessagesForm:
-    expandable = False
     breakpoints = True
 
     def __init__(self) -> None:
-        self.wire = AnthropicMessages()
+        self.wire: WireFormat = AnthropicMessages()
 
-    def run(self, chain: Chain, messages: list[Message], request: dict[str, Any], context: ContextFor) -> Replayed:
-        raw = messages_body(messages, request)
-        parsed = self.wire.parse(raw, DEFAULT_MAX_JSON_DEPTH)
-        ctx = context(parsed.request)
-        result = settled(self.wire, parsed, chain.run(parsed.messages, ctx), ctx)
-        same = len(result.messages) == len(parsed.messages) and all(
-            a is b for a, b in zip(result.messages, parsed.messages, strict=True)
-        )
-        sent = raw if same else self.wire.render(parsed, result.messages)  # as the proxy forwards it
-        return Replayed(parsed.messages, result, sent, messages_problems(orjson.loads(raw), orjson.loads(sent)))
+    def body(self, messages: list[Message], request: dict[str, Any]) -> bytes:
+        return messages_body(messages, request)
+
+    def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
+        problems = messages_problems(orjson.loads(raw), orjson.loads(compacted.body))
+        return Replayed(parsed.messages, compacted.result, compacted.body, _originals(compacted), 0.0, problems)
 
 
 def chat_messages(messages: list[Message]) -> list[Message]:

@@ -12,7 +12,17 @@ from strategies import BUILTINS, Chain, Context, Registry, TokenCounter, format_
 from strategies.conversation import arguments_of, is_tool_result, message_text, result_id, text_of
 from strategies.markers import elided, truncate_middle
 from strategies.messages import Message
-from strategies.refs import EXPAND_TOOL, LINE_CHARS, ExpandCall, Originals, expand, ref_of, refs_in, stub_refs
+from strategies.refs import (
+    EXPAND_TOOL,
+    LINE_CHARS,
+    ExpandCall,
+    Originals,
+    expand,
+    more_from,
+    ref_of,
+    refs_in,
+    stub_refs,
+)
 from tests.factories import call, legacy_call, legacy_result, output, result, user
 from tests.strategies.generators import conversations, steps
 from tests.strategies.harness import RecordingContext, ref
@@ -96,6 +106,22 @@ def test_a_long_original_comes_in_parts_by_lines_with_where_to_go_on() -> None:
     assert ranged == f'[ref="{r}": lines 10-12 of 1000]\nline 10\nline 11\nline 12\n'
     last = expand(originals, ExpandCall(r, start_line=999, end_line=5000), max_chars=1000)
     assert last == f'[ref="{r}": lines 999-1000 of 1000]\nline 999\nline 1000\n'
+
+
+def test_more_from_reads_where_an_expand_result_says_to_go_on_and_nothing_else() -> None:
+    # The benchmarks' simulated agent reads on with it (bench.compaction.agent).
+    text = "".join(f"line {n}\n" for n in range(1, 1001))
+    originals = Originals([call("a"), result("a", text)])
+    first = expand(originals, ExpandCall(ref(text)), max_chars=1000)
+    shown = first.split("\n", 1)[1].count("\n")
+    assert more_from(first) == shown + 1
+    second = more_from(expand(originals, ExpandCall(ref(text), start_line=shown + 1), max_chars=1000))
+    assert second is not None and second > shown + 1
+    assert more_from(expand(originals, ExpandCall(ref(text), start_line=10, end_line=12), max_chars=1000)) is None
+    assert more_from(expand(originals, ExpandCall(ref(text), start_line=999), max_chars=1000)) is None
+    # An original shown whole that quotes such a note further on is no part.
+    quoted = f'the log said: [ref="{ref(text)}": lines 1-2 of 9; call {EXPAND_TOOL} with start_line=3 for more]\n'
+    assert more_from(expand(Originals([call("b"), result("b", quoted)]), ExpandCall(ref(quoted)), 1000)) is None
 
 
 def test_a_single_huge_line_is_read_in_parts_too() -> None:
