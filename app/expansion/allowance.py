@@ -65,9 +65,12 @@ class Allowance:
         seen: set[str] = set()
         left_out = 0
         for model_id, raw in calls:
+            if len(kept) >= self.max_calls:  # the rest are left out unread
+                left_out += 1
+                continue
             call = ExpandCall.parse(raw[:MAX_ARGUMENTS])
             arguments = raw[:MAX_ARGUMENTS] if isinstance(call, str) else call.arguments()
-            if arguments in seen or len(kept) >= self.max_calls:
+            if arguments in seen:
                 left_out += 1
                 continue
             seen.add(arguments)
