@@ -77,11 +77,15 @@ def test_codex_with_a_function_tool_model() -> None:
 
 
 def test_codex_falls_back_to_http_when_the_websocket_is_refused() -> None:
-    assert_compacted(run_codex("--websockets", "refuse"), "custom_tool_call")
+    result = run_codex("--websockets", "refuse")
+    # Codex asked the proxy for a WebSocket first, was refused with a 426, and sent the session over HTTP.
+    assert result["proxy_handshakes"] and set(result["proxy_handshakes"]) == {426}, result["proxy_handshakes"]
+    assert_compacted(result, "custom_tool_call")
 
 
 def test_codex_over_a_relayed_websocket() -> None:
     result = run_codex("--websockets", "relay")
+    assert result["proxy_handshakes"] == [101]  # accepted, and relayed to the model's own socket
     assert result["handshakes"] == 1 and result["posts"] == 0
     # Over the socket Codex sends only what is new (previous_response_id): relayed as it came.
     assert [outputs(items) for items in result["inputs"][1:]] == [1] * ROUNDS
