@@ -7,12 +7,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies import Context, Message, Strategy
+from strategies import Context, Message, ModelLimits, Strategy, TokenCounter
 from strategies.invariants import compaction_problems, pairing_problems
+from strategies.layout import gather, pinned_units, split_units
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,37 @@ def keeps_the_invariants(run: Callable[[list[Message]], list[Message]], messages
     assert pairing_problems(out) == []
     assert json.dumps(run(snapshot)) == json.dumps(out)  # 4. deterministic
     return out
+
+
+# The share of the window every default total holds back, and the room the default kept-turns budget leaves for the
+# question, as design.md and the parameters' help state them.
+SAFETY_MARGIN_PERCENT = 2
+QUESTION_ALLOWANCE_PERCENT = 5
+
+
+def expected_total(limits: ModelLimits, request: Mapping[str, Any], reserve: int | None = None) -> int:
+    """The default total of a request, worked out here rather than read from what the strategy reports: the window
+    less the output reserve (reserve, else the request's max_completion_tokens or max_tokens, else the model's
+    maximum output capped at half the window) less the safety margin.
+    """
+    if reserve is None:
+        asked = [request.get(key) for key in ("max_completion_tokens", "max_tokens")]
+        asked = [n for n in asked if isinstance(n, int) and n > 0]
+        reserve = asked[0] if asked else min(limits.max_output, limits.context_window // 2)
+    margin = limits.context_window * SAFETY_MARGIN_PERCENT // 100
+    return max(0, limits.context_window - reserve - margin)
+
+
+def expected_budget(messages: list[Message], limits: ModelLimits, counter: TokenCounter, model: str) -> int:
+    """The default budget of the kept turns (window, notes), worked out here: the default total less the pinned units
+    (the question's own unit aside) and less the question's size or its allowance, whichever is more.
+    """
+    units = split_units(messages)
+    unit_of = {index: position for position, unit in enumerate(units) for index in unit.indices}
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    question = {unit_of[users[-1]]} if users and unit_of[users[-1]] != unit_of[users[0]] else set()
+    steady = gather(messages, units, pinned_units(messages, units) - question)
+    asked = sum(counter.count_message(messages[i], model) for p in question for i in units[p].indices)
+    allowance = limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
+    total = expected_total(limits, {})
+    return max(0, total - counter.count_messages(steady, model) - max(asked, allowance))

@@ -14,7 +14,7 @@ from strategies.layout import gather, pinned_units, split_units
 from strategies.messages import Message
 from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations, model_limits
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expected_total, keeps_the_invariants
 
 
 def fit(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -146,11 +146,13 @@ def test_properties(
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits, request=request)
     out = keeps_the_invariants(lambda m: fit(m, ctx, **params), messages)
 
-    total = ctx.details["total"]
+    # The total and the counts worked out here, not taken from what fit reports.
+    total = params["total"] if "total" in params else expected_total(limits, request, params.get("reserve"))
+    assert ctx.details["total"] == total
     units = split_units(messages)
     pinned = gather(messages, units, pinned_units(messages, units))
-    if ctx.count_request(pinned) <= total:
-        assert ctx.count_request(out) <= total
+    if counter.count_messages(pinned, "gpt-4o") <= total:
+        assert counter.count_messages(out, "gpt-4o") <= total
         assert ctx.details["overflow"] is False
     else:
         assert out == pinned

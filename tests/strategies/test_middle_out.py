@@ -14,7 +14,7 @@ from strategies.messages import Message
 from strategies.middle_out import MiddleOut, MiddleOutParams
 from tests.factories import CUT_ALONE, agent_loop, assistant, call, calls, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations, model_limits
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expected_total, keeps_the_invariants
 
 
 def middle_out(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -102,11 +102,14 @@ def test_properties(
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
     out = keeps_the_invariants(lambda m: middle_out(m, ctx, **params), messages)
 
-    budget, limit = ctx.details["total"], params.get("max_messages", len(messages))
+    # The total and the counts worked out here, not taken from what middle_out reports.
+    budget = params["total"] if "total" in params else expected_total(limits, {})
+    limit = params.get("max_messages", len(messages))
+    assert ctx.details["total"] == budget
     units = split_units(messages)
     pinned = gather(messages, units, pinned_units(messages, units))
-    if ctx.count_request(pinned) <= budget and len(pinned) <= limit:
-        assert ctx.count_request(out) <= budget
+    if counter.count_messages(pinned, "gpt-4o") <= budget and len(pinned) <= limit:
+        assert counter.count_messages(out, "gpt-4o") <= budget
         assert len(out) <= limit
         assert ctx.details["overflow"] is False
     else:

@@ -14,7 +14,7 @@ from strategies.messages import Message
 from strategies.window import Window, WindowParams
 from tests.factories import agent_loop, call, calls, client_requests, output, qa_chat, result, system, user
 from tests.strategies.generators import conversations, model_limits
-from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
+from tests.strategies.harness import RecordingContext, apply, expected_budget, expected_total, keeps_the_invariants
 
 
 def window(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -150,15 +150,17 @@ def test_properties(
     ctx = RecordingContext(model="gpt-4o", tokens=counter, limits=limits)
     out = keeps_the_invariants(lambda m: window(m, ctx, **params), messages)
 
+    # The budget, the total and the counts worked out here, not taken from what window reports.
+    budget = params["budget"] if "budget" in params else expected_budget(messages, limits, counter, "gpt-4o")
+    assert ctx.details["budget"] == budget
     units = split_units(messages)
-    pinned = ctx.count_request(gather(messages, units, pinned_units(messages, units)))
-    assert ctx.count_request(out) - pinned <= ctx.details["budget"]  # the kept non-pinned units
+    pinned = counter.count_messages(gather(messages, units, pinned_units(messages, units)), "gpt-4o")
+    assert counter.count_messages(out, "gpt-4o") - pinned <= budget  # the kept non-pinned units
     if "budget" not in params:
-        window_size = limits.context_window
-        total = window_size - min(limits.max_output, window_size // 2) - window_size * 2 // 100
+        total = expected_total(limits, {})
         assert ctx.details["overflow"] is (pinned > total)
         if pinned <= total:
-            assert ctx.count_request(out) <= total
+            assert counter.count_messages(out, "gpt-4o") <= total
 
 
 def question_unit(messages: list[Message]) -> list[Message]:

@@ -5,7 +5,8 @@ The scripted model answers the first `rounds` requests with a reasoning item (en
 shell call printing a few kilobytes, so the history Codex sends grows round by round, then with a final answer.
 Custom tool `exec` (JavaScript) for the code-mode models, function `exec_command` where the request offers it
 (`-m gpt-5.5`). Over a WebSocket it answers each response.create frame the same way. It prints what it saw as
-one JSON object: Codex's exit code and output, and every input the model received.
+one JSON object: Codex's exit code and output, every input the model received, and how the proxy answered each
+WebSocket handshake Codex made (426 refused, 101 accepted).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app import Settings, create_app
@@ -116,6 +118,28 @@ class ScriptedModel:
             pass
 
 
+class SocketAnswers:
+    """In front of the proxy: the status each WebSocket handshake was answered with, as it went to the client."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.statuses: list[int] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def answering(message: Message) -> None:
+            if message["type"] == "websocket.accept":
+                self.statuses.append(101)
+            elif message["type"] == "websocket.http.response.start":  # a refusal, with its status
+                self.statuses.append(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, answering)
+
+
 def run(codex: str, model: str | None, websockets: str, rounds: int, chain: str) -> dict[str, Any]:
     scripted = ScriptedModel(rounds)
     with LoopbackServer(scripted.app) as upstream, tempfile.TemporaryDirectory() as home:
@@ -124,7 +148,8 @@ def run(codex: str, model: str | None, websockets: str, rounds: int, chain: str)
             default_strategies=chain,
             responses_websocket=websockets if websockets != "off" else "refuse",
         )
-        with LoopbackServer(create_app(settings), settings) as proxy:
+        answers = SocketAnswers(create_app(settings))
+        with LoopbackServer(answers, settings) as proxy:
             config = CONFIG.format(base_url=f"{proxy.url}/v1", websockets="true" if websockets != "off" else "false")
             Path(home, "config.toml").write_text(config)
             env = {"PATH": os.environ["PATH"], "HOME": home, "CODEX_HOME": home, "STANDIN_API_KEY": "sk-standin"}
@@ -145,6 +170,7 @@ def run(codex: str, model: str | None, websockets: str, rounds: int, chain: str)
         "inputs": scripted.inputs,
         "posts": scripted.posts,
         "handshakes": scripted.handshakes,
+        "proxy_handshakes": answers.statuses,
         "reasoning": [reasoning_item(n) for n in range(rounds)],
     }
 

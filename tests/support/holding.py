@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
+from strategies import BUILTINS, Applied, Context, Message, Params, Registry, Strategy
 from strategies.context import CompactionStopped
 
 
@@ -29,7 +29,7 @@ class Holding:
             params_model = HoldParams
             summary = "Holds the compaction until the test releases it."
 
-            def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+            def apply(self, messages: list[Message], ctx: Context) -> Applied:
                 holding.entered.release()
                 try:
                     while not holding.release.wait(0.002):
@@ -37,7 +37,7 @@ class Holding:
                 except CompactionStopped as exc:
                     holding.stopped.append(exc.reason)
                     raise
-                return messages[:-1] + [{**messages[-1], "content": "held"}] if messages else messages
+                return Applied(messages[:-1] + [{**messages[-1], "content": "held"}] if messages else messages)
 
         self.registry = Registry([*BUILTINS, Hold])
 

@@ -17,9 +17,15 @@ from tests.support.servers import closed_port
 
 class ProxyProcess:
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+        arrived: threading.Condition | None = None,
     ) -> None:
-        """preexec: run in the child before the proxy starts (e.g. to lower a resource limit)."""
+        """preexec: run in the child before the proxy starts (e.g. to lower a resource limit); arrived: notified as
+        each line of its output is read (processes may share one, to wait for a line from any of them).
+        """
         self.port = closed_port()
         self.args = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *args]
         # The tests' own COMPACTION_* variables must not change what the process under test does.
@@ -27,6 +33,7 @@ class ProxyProcess:
         self.env = {**base, **(env or {})}
         self.preexec = preexec
         self.lines: list[str] = []
+        self.arrived = arrived if arrived is not None else threading.Condition()
         self.process: subprocess.Popen[str] | None = None
         self.reader: threading.Thread | None = None
 
@@ -38,7 +45,9 @@ class ProxyProcess:
         # Drains the pipe as the process writes, so a chatty process never blocks on a full pipe.
         assert self.process is not None and self.process.stderr is not None
         for line in self.process.stderr:
-            self.lines.append(line.rstrip("\n"))
+            with self.arrived:
+                self.lines.append(line.rstrip("\n"))
+                self.arrived.notify_all()
 
     def __enter__(self) -> ProxyProcess:
         # A process group of its own, so stop() can end the workers of `--workers N` along with it.
@@ -57,6 +66,10 @@ class ProxyProcess:
                     self.stop()
                     raise RuntimeError("the proxy did not start:\n" + "\n".join(self.lines)) from None
                 time.sleep(0.05)
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float = 30, what: str = "a log line") -> None:
+        """Until condition() (on self.lines, say) holds, checked as each line arrives; fails after `timeout`."""
+        wait_for_output(self.arrived, condition, timeout, what)
 
     def terminate(self, signum: int = signal.SIGTERM) -> None:
         assert self.process is not None
@@ -81,3 +94,13 @@ class ProxyProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def wait_for_output(arrived: threading.Condition, condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Until condition() holds, checked whenever `arrived` (ProxyProcess.arrived) is notified of a new line."""
+    deadline = time.monotonic() + timeout
+    with arrived:
+        while not condition():
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out after {timeout:g} s waiting for {what}"
+            arrived.wait(left)

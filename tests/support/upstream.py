@@ -19,10 +19,9 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from app.wire import AnthropicMessages, ChatCompletions, Responses
 from bench.notes.stand_in import digest
-from strategies import Context, TokenCounter
 from tests.support.messages_upstream import MESSAGES_HEADERS, cut, message, message_events, refusal
+from tests.support.tokenizer import StandInTokenizer
 
 RESPONSE_HEADERS = {
     "x-request-id": "req_standin_123",
@@ -41,6 +40,8 @@ class Received:
     query: str
     headers: dict[str, str]
     body: bytes
+    # A compacted request's prompt tokens by the stand-in's own tokenizer (what its usage or refusal states).
+    prompt_tokens: int | None = None
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -61,22 +62,33 @@ class Canned:
 class Behaviour:
     """How the stand-in plays a server with a tokenizer and a context window of its own (vLLM, llama.cpp, ...).
 
-    token_ratio: its prompt tokens per token the proxy counts (its usage reports them); context_window: prompts
-    over it are refused in `overflow`'s words (None: any prompt fits); listing: extra /v1/models entries; props: the
-    /props answer (None: 404).
+    It always counts with its own tokenizer (tests.support.tokenizer), never the proxy's. token_ratio: its model's
+    tokens per token of that tokenizer (1.6: a vocabulary making 60% more tokens), as its usage and refusals state
+    them; context_window: a prompt whose tokens plus the answer's max tokens are over it is refused in `overflow`'s
+    words (None: any prompt fits); listing: extra /v1/models entries; props: the /props answer (None: 404).
     """
 
     token_ratio: float = 1.0
     context_window: int | None = None
-    # openai, vllm, llama.cpp, openrouter; llama-cpp-python: OpenAI's words, but a stream is answered 200 and closed
-    # before its first byte
-    overflow: str = "openai"
+    # openai, anthropic, vllm, llama.cpp, openrouter; llama-cpp-python: OpenAI's words, but a stream is answered 200
+    # and closed before its first byte; None: the API's own (Anthropic's for /v1/messages, OpenAI's otherwise)
+    overflow: str | None = None
     listing: list[dict[str, Any]] = field(default_factory=list)
     props: dict[str, Any] | None = None
 
 
 def overflow_answer(style: str, window: int, prompt: int, output: int) -> Response:
     """A refusal of `prompt` tokens (plus `output` for the answer) over `window`, as each server words it."""
+    if style == "anthropic":
+        if prompt > window:
+            text = f"prompt is too long: {prompt} tokens > {window} maximum"
+        else:
+            text = (
+                f"input length and `max_tokens` exceed context limit: {prompt} + {output} > {window}, decrease input "
+                "length or `max_tokens` and try again"
+            )
+        refusal = {"type": "error", "error": {"type": "invalid_request_error", "message": text}}
+        return JSONResponse(refusal, 400, headers=MESSAGES_HEADERS)
     if style == "llama.cpp":  # llama.cpp's own server
         error = {
             "code": 400,
@@ -242,17 +254,11 @@ class StandInUpstream:
         self.socket_refusal: int | None = None
         # A URL: answer the handshake with a redirect there.
         self.socket_redirect: str | None = None
-        self.counter = TokenCounter()
+        self.tokenizer = StandInTokenizer()
 
     def prompt_tokens(self, body: bytes, wire: str) -> int:
-        """The prompt's tokens by this server's tokenizer: the proxy's own count times behaviour.token_ratio."""
-        formats = {"chat": ChatCompletions, "responses": Responses, "messages": AnthropicMessages}
-        try:
-            parsed = formats[wire]().parse(body, 64)
-        except Exception:  # not a body the proxy could have sent compacted: as good as tiny
-            return 11
-        count = Context(model=parsed.model, tokens=self.counter, request=parsed.request).count_request(parsed.messages)
-        return round(count * self.behaviour.token_ratio)
+        """The prompt's tokens by this server's own tokenizer, times behaviour.token_ratio."""
+        return round(self.tokenizer.count(body, wire) * self.behaviour.token_ratio)
 
     def reset(self) -> None:
         self.received.clear()
@@ -284,25 +290,28 @@ class StandInUpstream:
             return Response(status_code=400)  # nobody is left to read it
         if request.headers.get("x-compaction-internal") == "summariser":
             return await self.summarise(Received(request.method, request.url.path, "", dict(request.headers), body))
-        self.received.append(Received(request.method, request.url.path, request.url.query, dict(request.headers), body))
+        path = request.url.path
+        compacted_paths = {"/v1/responses": "responses", "/v1/messages": "messages"}
+        compacted = request.method == "POST" and (path.endswith("/chat/completions") or path in compacted_paths)
+        wire = compacted_paths.get(path, "chat")
+        prompt = self.prompt_tokens(body, wire) if compacted else None
+        self.received.append(Received(request.method, path, request.url.query, dict(request.headers), body, prompt))
         await anyio.to_thread.run_sync(self.answer_gate.wait)
         canned = self.canned
         if canned is not None:
             if canned.cut_after is not None:
                 return BrokenStream([canned.body[: canned.cut_after]], canned.headers, canned.status)
             return Response(canned.body, canned.status, headers=canned.headers)
-        path = request.url.path
         behaviour = self.behaviour
-        compacted_paths = {"/v1/responses": "responses", "/v1/messages": "messages"}
-        if request.method == "POST" and (path.endswith("/chat/completions") or path in compacted_paths):
+        if prompt is not None:  # a request the proxy compacts: answered as a model would
             payload = json.loads(body)
-            wire = compacted_paths.get(path, "chat")
-            prompt = self.prompt_tokens(body, wire)
-            output = payload.get("max_tokens") or payload.get("max_output_tokens") or 16
+            asked = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+            output = next((payload[key] for key in asked if payload.get(key)), 16)
             if behaviour.context_window is not None and prompt + output > behaviour.context_window:
                 if behaviour.overflow == "llama-cpp-python" and payload.get("stream"):
                     return BrokenStream([], {"content-type": "text/event-stream; charset=utf-8"})
-                return overflow_answer(behaviour.overflow, behaviour.context_window, prompt, output)
+                style = behaviour.overflow or ("anthropic" if wire == "messages" else "openai")
+                return overflow_answer(style, behaviour.context_window, prompt, output)
             if wire == "responses":
                 return self.responses(payload, prompt)
             if wire == "messages":

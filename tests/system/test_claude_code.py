@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.claude_code import FINAL
+from tests.support.required import require
 
 # scripts/test installs the pinned CLI here (npm install --prefix .tools/npm @anthropic-ai/claude-code@...).
 CLAUDE = Path(__file__).resolve().parents[2] / ".tools/npm/node_modules/.bin/claude"
@@ -29,8 +28,9 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.mark.skipif(_unavailable() is not None, reason=_unavailable() or "")
 def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> None:
+    reason = _unavailable()
+    require(reason is None, reason or "")
     done = subprocess.run(
         ["unshare", "-n", sys.executable, "-m", "tests.support.claude_code", str(CLAUDE), str(ROUNDS)],
         capture_output=True,

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.codex import FINAL
+from tests.support.required import require
 from tests.support.responses import pairing_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,14 +23,15 @@ ROUNDS = 12
 
 
 def codex_binary() -> Path:
-    if not CODEX.exists():
-        pytest.skip(f"Codex CLI not installed at {CODEX.relative_to(ROOT)}: scripts/test installs it with npm")
+    require(CODEX.exists(), f"Codex CLI not installed at {CODEX.relative_to(ROOT)}: scripts/test installs it with npm")
     return CODEX
 
 
 def run_codex(*args: str) -> dict[str, Any]:
-    if shutil.which("unshare") is None or shutil.which("ip") is None or os.geteuid() != 0:
-        pytest.skip("needs root, unshare(1) and ip(8) for a private network namespace, so Codex reaches nothing else")
+    require(
+        shutil.which("unshare") is not None and shutil.which("ip") is not None and os.geteuid() == 0,
+        "needs root, unshare(1) and ip(8) for a private network namespace, so Codex reaches nothing else",
+    )
     scenario = f"{sys.executable} -m tests.support.codex {codex_binary()} --rounds {ROUNDS} {' '.join(args)}"
     done = subprocess.run(
         ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {scenario}"],
@@ -77,11 +77,15 @@ def test_codex_with_a_function_tool_model() -> None:
 
 
 def test_codex_falls_back_to_http_when_the_websocket_is_refused() -> None:
-    assert_compacted(run_codex("--websockets", "refuse"), "custom_tool_call")
+    result = run_codex("--websockets", "refuse")
+    # Codex asked the proxy for a WebSocket first, was refused with a 426, and sent the session over HTTP.
+    assert result["proxy_handshakes"] and set(result["proxy_handshakes"]) == {426}, result["proxy_handshakes"]
+    assert_compacted(result, "custom_tool_call")
 
 
 def test_codex_over_a_relayed_websocket() -> None:
     result = run_codex("--websockets", "relay")
+    assert result["proxy_handshakes"] == [101]  # accepted, and relayed to the model's own socket
     assert result["handshakes"] == 1 and result["posts"] == 0
     # Over the socket Codex sends only what is new (previous_response_id): relayed as it came.
     assert [outputs(items) for items in result["inputs"][1:]] == [1] * ROUNDS

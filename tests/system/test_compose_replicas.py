@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
-import time
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.process import ProxyProcess
+from tests.support.process import ProxyProcess, wait_for_output
 from tests.support.servers import LoopbackServer, closed_port
 from tests.support.upstream import StandInUpstream, sse_chunks
+from tests.support.waiting import wait_for
 from tests.system.test_packaging import clean_env, compose  # noqa: F401  (compose is a fixture)
 
 STREAM = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
@@ -69,13 +70,19 @@ def answers(url: str) -> bool:
         return False
 
 
-def worker_pid(proxies: list[ProxyProcess], request_id: str) -> int:
-    for proxy in proxies:
-        for line in list(proxy.lines):
-            entry = json.loads(line)
-            if entry["logger"] == "compaction_proxy.chat" and entry["request_id"] == request_id:
-                return int(entry["pid"])
-    raise AssertionError(f"no replica logged {request_id}")
+def worker_pid(proxies: list[ProxyProcess], arrived: threading.Condition, request_id: str) -> int:
+    """The replica process that logged handling the request, once its line has been read (by a thread of its own)."""
+    found: list[int] = []
+
+    def logged() -> bool:
+        entries = [json.loads(line) for proxy in proxies for line in proxy.lines]
+        found[:] = [
+            e["pid"] for e in entries if e["logger"] == "compaction_proxy.chat" and e["request_id"] == request_id
+        ]
+        return bool(found)
+
+    wait_for_output(arrived, logged, 30, f"a replica to log {request_id}")
+    return found[0]
 
 
 def test_replicas_profile_puts_replicas_of_the_proxy_behind_a_load_balancer(
@@ -100,17 +107,15 @@ def test_the_load_balancer_spreads_requests_over_replicas_and_relays_streams_as_
     upstream = StandInUpstream()
     with LoopbackServer(upstream.app) as standin:
         args = ("--upstream", f"{standin.url}/v1")
-        with ProxyProcess(*args) as first, ProxyProcess(*args) as second:
+        arrived = threading.Condition()  # notified of the lines of either replica
+        with ProxyProcess(*args, arrived=arrived) as first, ProxyProcess(*args, arrived=arrived) as second:
             port = closed_port()
             # The two replicas that the name "replica" resolves to on the compose network.
             servers = f"server 127.0.0.1:{first.port};\n        server 127.0.0.1:{second.port};"
             site = site.replace("server replica:8080;", servers).replace("listen 8080;", f"listen 127.0.0.1:{port};")
             with nginx(site, tmp_path):
                 url = f"http://127.0.0.1:{port}"
-                deadline = time.monotonic() + 30
-                while not answers(url):
-                    assert time.monotonic() < deadline, "nginx did not start"
-                    time.sleep(0.05)
+                wait_for(lambda: answers(url), timeout=30, what="nginx to answer through to a replica")
                 pids = set()
                 for index in range(6):
                     request_id = f"lb-{index}"
@@ -120,8 +125,7 @@ def test_the_load_balancer_spreads_requests_over_replicas_and_relays_streams_as_
                         headers={"x-request-id": request_id},
                     )
                     assert response.status_code == 200
-                    time.sleep(0.05)  # the log line is read by a thread of its own
-                    pids.add(worker_pid([first, second], request_id))
+                    pids.add(worker_pid([first, second], arrived, request_id))
                 assert len(pids) == 2, "every request went to the same replica"
 
                 # Held after its first event by the upstream, a stream still shows that event to the client

@@ -18,7 +18,7 @@ import pytest
 
 from app import Settings, create_app
 from app.compaction.compactor import INLINE_MAX_MESSAGES
-from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
+from strategies import BUILTINS, Applied, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
 from tests.support.holding import Holding
 from tests.support.servers import LoopbackServer
@@ -152,10 +152,10 @@ def blocking_registry(entered: threading.Event, release: threading.Event) -> Reg
         params_model = BlockParams
         summary = "Holds the compaction until the test releases it."
 
-        def apply(self, messages: list[Message], ctx: Context) -> list[Message]:
+        def apply(self, messages: list[Message], ctx: Context) -> Applied:
             entered.set()
             release.wait(timeout=30)
-            return messages
+            return Applied(messages)
 
     return Registry([*BUILTINS, Block])
 
@@ -184,7 +184,8 @@ def test_the_compaction_stops_when_the_client_disconnects(start_proxy: ProxyFact
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
         f"X-Compaction-Strategies: hold\r\nContent-Length: {len(payload)}\r\n\r\n"
     ).encode()
-    with start_proxy(holding.registry) as proxy:
+    # One compaction thread: the next request can only be compacted once the stopped one has given it back.
+    with start_proxy(holding.registry, compaction_threads=1) as proxy:
         with socket.create_connection(("127.0.0.1", proxy.port)) as client:
             client.sendall(head + payload)
             holding.wait_entered()
@@ -192,4 +193,9 @@ def test_the_compaction_stops_when_the_client_disconnects(start_proxy: ProxyFact
         assert holding.stopped == ["cancelled"]
         # The lane's thread is free again: the next request is compacted and answered.
         holding.release.set()
-    assert upstream.received == []
+        headers = {"Content-Type": "application/json", "X-Compaction-Strategies": "hold"}
+        answer = httpx.post(f"{proxy.url}/v1/chat/completions", content=payload, headers=headers, timeout=10)
+        assert answer.status_code == 200 and "x-compaction-fallback" not in answer.headers
+    # The disconnected request never went upstream; the next one did, compacted (hold marks its last message).
+    [forwarded] = upstream.received
+    assert forwarded.json()["messages"] == [{"role": "user", "content": "held"}]

@@ -1,6 +1,7 @@
 """Any model behind the proxy: its window learned from the upstream (published metadata, its context-length errors),
 its counts calibrated from the upstream's usage, a refused request retried once. The stand-in plays vLLM, llama.cpp
-and OpenRouter, each with a tokenizer that counts more than tiktoken.
+and OpenRouter, each with a tokenizer of its own (tests.support.tokenizer) that counts more than tiktoken: what it
+reports and refuses is its own count, never the proxy's.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def test_vllm_published_window_is_used_from_the_first_request(
         "/v1/chat/completions"
     ]
     assert int(first.headers["x-compaction-tokens-after"]) <= 8192 - 256
+    assert posts(upstream)[0].prompt_tokens + 256 <= 8192  # and by the upstream's own count
     assert close_to(int(second.headers["x-compaction-tokens-after"]), reported(second))
 
 
@@ -71,6 +73,7 @@ def test_a_table_model_served_with_a_smaller_window_is_refused_once_then_fits(
     assert [a.status_code for a in answers] == [200, 200]
     assert [a.headers.get("x-compaction-retried") for a in answers] == ["context_length_exceeded", None]
     assert [r.path for r in upstream.received] == ["/v1/chat/completions"] * 3
+    assert [r.prompt_tokens + 256 <= 8192 for r in upstream.received] == [False, True, True]  # its own count
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
@@ -182,6 +185,7 @@ def test_a_model_name_the_upstream_rejects_teaches_nothing(
         fine = chat(proxy.url, "gpt-4o")
     assert fine.status_code == 200 and "x-compaction-retried" not in fine.headers
     assert int(fine.headers["x-compaction-tokens-after"]) > 8000  # not fitted to any window a refusal named
+    assert posts(upstream)[-1].prompt_tokens > 8000  # by the upstream's own count too
     assert len(posts(upstream)) == 3
 
 
@@ -205,6 +209,7 @@ def test_one_models_refusal_teaches_only_that_model(upstream: StandInUpstream, s
         other = chat(proxy.url, "big-one")
     assert "x-compaction-retried" not in other.headers
     assert int(other.headers["x-compaction-tokens-after"]) > 4096  # not fitted to the other model's window
+    assert posts(upstream)[-1].prompt_tokens > 4096  # by the upstream's own count too
 
 
 def test_replicas_share_what_one_learned_through_redis(

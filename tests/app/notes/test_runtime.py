@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import openai
 
+from app.notes.store import NotesStore
 from bench.notes.stand_in import digest
 from strategies import ModelLimits, TokenCounter
 from strategies.notes_fold import NOTES_HEADER, chunk_limit, read_transcript
@@ -20,6 +20,7 @@ from tests.factories import qa_chat
 from tests.support.metrics import scrape
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
+from tests.support.waiting import threads_in, wait_for
 
 NOTES = {"X-Compaction-Strategies": "notes(budget=280, prepare_at=1)"}
 
@@ -36,13 +37,6 @@ def send(proxy: LoopbackServer, messages: list[dict[str, Any]], headers: dict[st
     raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, extra_headers=headers)  # type: ignore[arg-type]
     raw.parse()
     return raw.http_response
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
 
 
 def test_the_notes_message_and_the_kept_turns_go_upstream(start_proxy: ProxyFactory, upstream: StandInUpstream) -> None:
@@ -88,10 +82,12 @@ def test_ten_concurrent_identical_requests_make_one_summariser_call(
     start_proxy: ProxyFactory, upstream: StandInUpstream
 ) -> None:
     upstream.summariser_gate.clear()
-    with start_proxy() as proxy, ThreadPoolExecutor(10) as pool:
+    # A compaction thread for each request, so that all ten reach the fold at once.
+    with start_proxy(compaction_threads=10) as proxy, ThreadPoolExecutor(10) as pool:
         futures = [pool.submit(send, proxy, chat(11)) for _ in range(10)]
         wait_for(lambda: len(upstream.summariser_calls) >= 1)
-        time.sleep(1.0)  # without single flight, the other nine calls arrive in this window
+        # Without single flight the other nine would call the summariser too; they wait on the first one's fold.
+        wait_for(lambda: threads_in(NotesStore.fold, Future.result) == 9, what="nine requests waiting on the fold")
         assert len(upstream.summariser_calls) == 1
         upstream.summariser_gate.set()
         responses = [f.result(timeout=30) for f in futures]
@@ -195,7 +191,8 @@ def test_the_next_fold_is_made_ahead_and_the_crossing_request_finds_it(
         send(proxy, chat(9), ahead)  # 252 tokens kept: past 280 * 0.8, not over 280
         assert upstream.last().json()["messages"] == chat(9)
         wait_for(lambda: len(upstream.summariser_calls) == 1)
-        time.sleep(0.2)  # let the background fold store its notes
+        # The background fold has stored its notes once it is out of NotesStore.fold (it stores them before then).
+        wait_for(lambda: threads_in(NotesStore.fold) == 0, what="the background fold to store its notes")
         response = send(proxy, chat(11), ahead)  # crosses the budget
     assert "x-compaction-fallback" not in response.headers
     assert len(upstream.summariser_calls) == 1

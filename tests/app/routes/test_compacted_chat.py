@@ -11,13 +11,14 @@ import pytest
 from strategies.invariants import pairing_problems
 from tests.factories import agent_loop, result, tool_call, user
 from tests.support.servers import LoopbackServer
-from tests.support.upstream import StandInUpstream
+from tests.support.upstream import Behaviour, StandInUpstream
 
 
 def test_agent_conversation_past_the_window_is_forwarded_within_it(
     client: openai.OpenAI, upstream: StandInUpstream
 ) -> None:
     messages = agent_loop(200, output_chars=4000)
+    upstream.behaviour = Behaviour(context_window=128_000)  # gpt-4o's, and its own tokenizer to count with
 
     raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)
     completion = raw.parse()
@@ -28,6 +29,9 @@ def test_agent_conversation_past_the_window_is_forwarded_within_it(
     before = int(raw.headers["x-compaction-tokens-before"])
     after = int(raw.headers["x-compaction-tokens-after"])
     assert before > 128_000 > 112_000 > after  # gpt-4o's window, less the output reserve of 16k
+    # What the upstream counted itself: in the window with room for the answer, taken at once, not after a refusal.
+    assert "x-compaction-retried" not in raw.headers
+    assert upstream.last().prompt_tokens is not None and upstream.last().prompt_tokens < 112_000
     assert after < before / 2
     assert len(json.dumps(sent)) < len(json.dumps(messages)) / 2
     assert pairing_problems(sent) == []

@@ -18,7 +18,7 @@ from tests.app.conftest import ProxyFactory
 from tests.factories import agent_loop
 from tests.support.messages_upstream import signature
 from tests.support.servers import LoopbackServer
-from tests.support.upstream import Canned, StandInUpstream
+from tests.support.upstream import Behaviour, Canned, StandInUpstream
 
 BETAS = "claude-code-20250219,context-1m-2025-08-07,interleaved-thinking-2025-05-14,context-management-2025-06-27"
 TOOLS = [{"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}}]
@@ -49,6 +49,7 @@ def test_a_long_session_is_compacted_with_pairs_thinking_and_breakpoints_intact(
     client: anthropic.Anthropic, upstream: StandInUpstream
 ) -> None:
     body = agent_body(200, output_chars=4000)
+    upstream.behaviour = Behaviour(context_window=200_000)  # claude-sonnet-4-5's, counted by its own tokenizer
 
     raw = client.beta.messages.with_raw_response.create(
         **body,
@@ -63,6 +64,8 @@ def test_a_long_session_is_compacted_with_pairs_thinking_and_breakpoints_intact(
     before = int(raw.headers["x-compaction-tokens-before"])
     after = int(raw.headers["x-compaction-tokens-after"])
     assert before > 200_000 > 136_000 > after  # claude-sonnet-4-5's window, less the 64k output reserve
+    assert "x-compaction-retried" not in raw.headers
+    assert upstream.last().prompt_tokens is not None and upstream.last().prompt_tokens < 136_000  # its own count
     assert len(sent["messages"]) < len(body["messages"])
     assert messages_problems(body, sent) == []
     assert set(thinking_blocks(sent)) <= set(thinking_blocks(body))  # every one as it came, signature and all
@@ -80,6 +83,7 @@ def test_the_1m_context_beta_lets_the_same_session_go_whole(
     raw = client.beta.messages.with_raw_response.create(**body, betas=BETAS.split(","), extra_headers=window)
     assert int(raw.headers["x-compaction-tokens-after"]) > 200_000
     assert upstream.last().json()["messages"] == body["messages"]
+    assert upstream.last().prompt_tokens is not None and upstream.last().prompt_tokens > 200_000  # its own count
     without = [beta for beta in BETAS.split(",") if not beta.startswith("context-1m")]
     client.beta.messages.create(**body, betas=without, extra_headers=window)
     assert len(upstream.last().json()["messages"]) < len(body["messages"])

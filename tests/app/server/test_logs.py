@@ -11,7 +11,7 @@ import pytest
 from app.server.logs import configure_logging
 from tests.support.logs import captured_logs
 from tests.support.process import ProxyProcess
-from tests.support.upstream import Canned, StandInUpstream
+from tests.support.upstream import Behaviour, Canned, StandInUpstream
 
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -107,6 +107,7 @@ def test_start_up_names_the_upstream_without_credentials_and_a_404_without_v1_ge
 
 def test_context_window_flag_sets_the_window_assumed_and_says_so_once(upstream: StandInUpstream) -> None:
     history = [{"role": "user", "content": f"question {i} " * 200} for i in range(40)]
+    upstream.behaviour = Behaviour(context_window=4096)  # and refuses what its own tokenizer counts past it
     with ProxyProcess("--upstream", f"{upstream.url}/v1", "--context-window", "4096") as proxy:  # type: ignore[attr-defined]
         answers = [
             httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "my-local-model", "messages": history})
@@ -115,6 +116,9 @@ def test_context_window_flag_sets_the_window_assumed_and_says_so_once(upstream: 
         proxy.terminate()
         assert proxy.wait() == 0
     assert all(a.status_code == 200 and int(a.headers["x-compaction-tokens-after"]) < 4096 for a in answers)
+    assert "x-compaction-retried" not in answers[0].headers  # fitted to the flag's window, not to a refusal
+    counted = [r.prompt_tokens for r in upstream.received if r.method == "POST"]  # by the upstream's own tokenizer
+    assert len(counted) == 2 and all(n is not None and n < 4096 for n in counted)
     assumed = [json.loads(line) for line in proxy.lines if "context window unknown" in line]
     assert len(assumed) == 1 and assumed[0]["level"] == "warning"
     assert "assuming 4096 tokens" in assumed[0]["message"] and "my-local-model" in assumed[0]["message"]

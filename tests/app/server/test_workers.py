@@ -29,10 +29,25 @@ STREAM = {**CHAT, "stream": True}
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 
+def handled(proxy: ProxyProcess, request_ids: set[str]) -> list[int]:
+    """The process that logged handling each of these requests, once every one of them has logged it: the lines are
+    read by a thread of their own, and may come in a little after the answer.
+    """
+    served: list[tuple[str, int]] = []
+
+    def logged() -> bool:
+        entries = [json.loads(line) for line in proxy.lines]
+        chat = [e for e in entries if e["logger"] == "compaction_proxy.chat" and e["request_id"] in request_ids]
+        served[:] = [(e["request_id"], e["pid"]) for e in chat]
+        return {request_id for request_id, _ in served} == request_ids
+
+    proxy.wait_for(logged, what=f"the log lines of {len(request_ids)} requests")
+    return [pid for _, pid in served]
+
+
 def worker_pids(proxy: ProxyProcess, request_ids: set[str]) -> set[int]:
     """The processes that logged handling these requests."""
-    entries = [json.loads(line) for line in list(proxy.lines)]
-    return {e["pid"] for e in entries if e["logger"] == "compaction_proxy.chat" and e["request_id"] in request_ids}
+    return set(handled(proxy, request_ids))
 
 
 def chat(proxy: ProxyProcess) -> str:
@@ -53,7 +68,6 @@ def until_both_workers_answered(proxy: ProxyProcess) -> set[str]:
         while len(worker_pids(proxy, sent)) < 2:
             assert time.monotonic() < deadline and len(sent) < 2000, "only one worker ever answered"
             sent.update(pool.map(lambda _: chat(proxy), range(16)))
-            time.sleep(0.1)  # the log lines are read by a thread of their own
     return sent
 
 
@@ -77,9 +91,7 @@ def test_a_burst_of_keep_alive_connections_is_spread_over_the_workers(upstream: 
             sent.add(request_id)
         for connection in connections:
             connection.close()
-        time.sleep(0.3)  # the log lines are read by a thread of their own
-        entries = [json.loads(line) for line in list(proxy.lines)]
-        served = [e["pid"] for e in entries if e["logger"] == "compaction_proxy.chat" and e["request_id"] in sent]
+        served = handled(proxy, sent)
     assert len(served) == 16
     # The kernel hashes each connection to a worker's socket: both get at least 2 (fails with p = 34 / 2**16).
     assert len(set(served)) == 2 and min(served.count(pid) for pid in set(served)) >= 2
@@ -133,7 +145,6 @@ def test_sigterm_drains_streams_in_flight_on_every_worker_and_exits_0(upstream: 
         while len(worker_pids(proxy, {rid for rid, _ in opened})) < 2:
             assert time.monotonic() < deadline, "the streams never spread over both workers"
             opened.extend(pool.map(lambda _: open_stream(), range(8)))
-            time.sleep(0.1)
 
         proxy.terminate()
         deadline = time.monotonic() + 15

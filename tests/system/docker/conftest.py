@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.required import require
 from tests.system.docker.engine import IMAGE, ROOT, Engine, docker_cli, unavailable
 
 REPORT = pytest.StashKey[list[str]]()
@@ -42,16 +43,14 @@ def tail(text: str, lines: int = 25) -> str:
 @pytest.fixture(scope="session")
 def engine() -> Iterator[Engine]:
     reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
+    require(reason is None, reason or "")
     cli = docker_cli()
     assert cli is not None
     # Under /tmp, not pytest's base temp: the engine's sockets live in it, and socket paths are short.
     engine = Engine(cli, Path(tempfile.mkdtemp(prefix="cp-docker-")))
     try:
         started = engine.script("docker-engine", "start", str(engine.directory), timeout=120)
-        if started.returncode != 0:
-            pytest.skip(f"no Docker engine can be started on this machine:\n{tail(started.stderr)}")
+        require(started.returncode == 0, f"no Docker engine can be started on this machine:\n{tail(started.stderr)}")
         engine.link_compose_plugin()
         yield engine
     finally:
