@@ -5,7 +5,9 @@ conversation every time.
 
 from __future__ import annotations
 
+import cProfile
 import math
+import pstats
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,21 +126,37 @@ class CappedSummariser(StandInSummariser):
         return super().summarise(messages, model)
 
 
-def time_once(case: Case, shape: str, size: int, settings: Settings, encodings: Encodings) -> float:
+def time_once(
+    case: Case, shape: str, size: int, settings: Settings, encodings: Encodings, function_calls: bool = False
+) -> float:
+    """Seconds of one request; function_calls: the Python function calls it made instead (cProfile's count, which
+    no other load on the machine changes).
+    """
     body = orjson.dumps({"model": "gpt-4o", "messages": SHAPES[shape](size), **(case.body or {})})
     # Cold: a fresh token cache and memo, as for an attacker's fresh conversation (the tokenizer stays loaded).
     c = compactor(settings, encodings)
     chain: Chain = c.chain_for(case.chain)
     notes = NotesTools(CappedSummariser(settings.summariser_max_calls), DictNotes()) if case.notes else None
+    if function_calls:
+        profile = cProfile.Profile()
+        profile.runcall(c.compact_sync, body, chain, notes=notes)
+        return float(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
     started = time.perf_counter()
     c.compact_sync(body, chain, notes=notes)
     return time.perf_counter() - started
 
 
 def run_grid(
-    sizes: list[int], repeat: int, quick: bool, shapes: set[str] | None = None, chains: set[str] | None = None
+    sizes: list[int],
+    repeat: int,
+    quick: bool,
+    shapes: set[str] | None = None,
+    chains: set[str] | None = None,
+    function_calls: bool = False,
 ) -> list[tuple[Case, str, list[float]]]:
-    """Every case's row on each of its shapes; quick: the first cases only; shapes, chains: only these (None: all)."""
+    """Every case's row on each of its shapes; quick: the first cases only; shapes, chains: only these (None: all);
+    function_calls: each cell the function calls of one request (time_once), not its time.
+    """
     settings = Settings()
     encodings = Encodings()
     TokenCounter(encodings).count_text("load the encoding", "gpt-4o")
@@ -150,9 +168,14 @@ def run_grid(
         for shape in case.shapes:
             if shapes is not None and shape not in shapes:
                 continue
-            times = [min(time_once(case, shape, n, settings, encodings) for _ in range(repeat)) for n in sizes]
-            rows.append((case, shape, times))
-            print(f"{case.chain:60} {shape:8} " + " ".join(f"{t * 1000:9.1f}" for t in times), flush=True)
+            if function_calls:
+                cells = [time_once(case, shape, n, settings, encodings, function_calls=True) for n in sizes]
+                shown = " ".join(f"{int(calls):11,}" for calls in cells)
+            else:
+                cells = [min(time_once(case, shape, n, settings, encodings) for _ in range(repeat)) for n in sizes]
+                shown = " ".join(f"{t * 1000:11.1f}" for t in cells)
+            rows.append((case, shape, cells))
+            print(f"{case.chain:60} {shape:8} {shown}", flush=True)
     return rows
 
 

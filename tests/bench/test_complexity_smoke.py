@@ -45,3 +45,10 @@ def test_the_command_runs_the_rows_asked_for() -> None:
     assert result.returncode == 0, result.stderr
     rows = [line.split()[:2] for line in result.stdout.splitlines()[1:]]
     assert rows == [["none", "parallel"], [DEFAULT_CHAIN, "parallel"]]
+
+
+def test_function_calls_are_counted_instead_of_time() -> None:
+    rows = run_grid([20, 40], repeat=1, quick=False, shapes={"parallel"}, chains={DEFAULT_CHAIN}, function_calls=True)
+    [(case, shape, cells)] = rows
+    assert (case.chain, shape) == (DEFAULT_CHAIN, "parallel")
+    assert all(cell == int(cell) for cell in cells) and 0 < cells[0] < cells[1]
