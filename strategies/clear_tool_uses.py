@@ -6,6 +6,7 @@ requests and the requests of a growing conversation share their compacted prefix
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
@@ -13,9 +14,8 @@ from pydantic import Field
 from .base import Applied, Params, Strategy
 from .context import Context
 from .conversation import (
+    CallIndex,
     ToolPair,
-    call_arguments,
-    call_name,
     find_pairs,
     is_assistant,
     message_text,
@@ -55,6 +55,20 @@ class ClearToolUsesParams(Params):
     )
 
 
+@dataclass
+class _Inputs:
+    """The calls of one assistant message whose arguments are stubbed, cleared already or pending, with what their
+    stubs change in the message's count before calibration (TokenCounter.count_call). So the message as cleared so
+    far, or with the pending stubs too, is counted without being built (Context.count_message_with); it is built
+    once, at the end. Building and counting it anew for each of its n parallel calls cost O(n^2) (issue 23).
+    """
+
+    cleared: list[str | None] = field(default_factory=list)
+    cleared_change: int = 0
+    pending: list[str | None] = field(default_factory=list)
+    pending_change: int = 0
+
+
 class _Clearing:
     """The clearing decisions of every earlier request of this conversation, remade in one walk.
 
@@ -62,22 +76,22 @@ class _Clearing:
     tokens joins `pending` with its gain. At each checkpoint (after a tool result, before an assistant
     message, i.e. where an earlier request ended, and at the end) the running prompt total, with the
     clearing so far applied, is compared with the trigger; past it, all pending uses are cleared at once if
-    together they free clear_at_least tokens. Every count is of one message (cached by the TokenCounter),
-    so a conversation of n messages costs O(n) counts, not O(n^2).
+    together they free clear_at_least tokens. Every count is of one message (cached by the TokenCounter), or
+    of one call, so a conversation of n messages and calls costs O(n) counts, not O(n^2).
     """
 
     def __init__(self, messages: list[Message], ctx: Context, params: ClearToolUsesParams) -> None:
         self.messages = messages
         self.ctx = ctx
         self.params = params
+        self.calls = CallIndex()
         self.out = list(messages)
         self.pending: list[tuple[ToolPair, Message]] = []  # uses to clear next, with their new result
         self.pending_gain = 0
-        # Per assistant message whose call arguments are (or are about to be) stubbed: the ids stubbed, the
-        # message with all of them stubbed, and the tokens that version saves against self.out.
-        self.stubbed: dict[int, dict[str | None, str]] = {}
-        self.stubbed_call: dict[int, Message] = {}
-        self.call_gain: dict[int, int] = {}
+        # Per assistant message whose call arguments are (or are about to be) stubbed, those calls; and the
+        # messages with pending stubs, which the next clearing applies.
+        self.inputs: dict[int, _Inputs] = {}
+        self.pending_inputs: dict[int, _Inputs] = {}
         self.cleared = 0
         self.cleared_tokens = 0
 
@@ -103,6 +117,9 @@ class _Clearing:
                 continue  # no request ended here
             if total > p.trigger and self.pending and self.pending_gain >= p.clear_at_least:
                 total -= self._clear()
+        for at, inputs in self.inputs.items():
+            if inputs.cleared:
+                self.out[at] = with_arguments(self.messages[at], dict.fromkeys(inputs.cleared, ARGUMENTS_STUB))
         return self.out
 
     def _clears_inputs(self, name: str) -> bool:
@@ -112,10 +129,11 @@ class _Clearing:
     def _consider(self, pair: ToolPair) -> None:
         """Queue a tool use that left the keep window, unless it is excluded or clearing it saves nothing."""
         count = self.ctx.count_message
-        name = call_name(self.messages[pair.call_index], pair.call_id)
+        call = self.messages[pair.call_index]
+        name = self.calls.name(call, pair.call_id)
         if name in self.params.exclude_tools:
             return
-        arguments = call_arguments(self.messages[pair.call_index], pair.call_id)
+        arguments = self.calls.arguments(call, pair.call_id)
         if not (self._clears_inputs(name) and arguments is not None and len(arguments) > len(ARGUMENTS_STUB)):
             arguments = None
         result = self.messages[pair.result_index]
@@ -127,14 +145,21 @@ class _Clearing:
             if gain > 0:
                 self._queue(pair, new_result, gain)
             return
-        # Stubbing is measured on the whole assistant message, which may hold other (parallel) calls.
+        # Stubbing is measured on the whole assistant message, which may hold other (parallel) calls: what the
+        # message with this stub and the pending ones saves, less what it saves with the pending ones alone. A call
+        # of a message is paired once (find_pairs), so this one is not among them.
         at = pair.call_index
-        stubbed = {**self.stubbed.get(at, {}), pair.call_id: ARGUMENTS_STUB}
-        new_call = with_arguments(self.messages[at], stubbed)
-        call_gain = count(self.out[at]) - count(new_call)
-        gain += call_gain - self.call_gain.get(at, 0)
+        stubs = self.inputs.get(at)
+        if stubs is None:
+            stubs = _Inputs()
+        rewritten = self.calls.rewritten(call, pair.call_id, ARGUMENTS_STUB)
+        change = sum(self.ctx.call_tokens(new) - self.ctx.call_tokens(old) for old, new in rewritten)
+        with_pending = self.ctx.count_message_with(call, stubs.cleared_change + stubs.pending_change)
+        gain += with_pending - self.ctx.count_message_with(call, stubs.cleared_change + stubs.pending_change + change)
         if gain > 0:
-            self.stubbed[at], self.stubbed_call[at], self.call_gain[at] = stubbed, new_call, call_gain
+            stubs.pending.append(pair.call_id)
+            stubs.pending_change += change
+            self.inputs[at] = self.pending_inputs[at] = stubs
             self._queue(pair, new_result, gain)
 
     def _queue(self, pair: ToolPair, new_result: Message, gain: int) -> None:
@@ -145,13 +170,14 @@ class _Clearing:
         """Apply every pending clearing; returns the tokens it freed."""
         for pair, new_result in self.pending:
             self.out[pair.result_index] = new_result
-        for at, new_call in self.stubbed_call.items():
-            self.out[at] = new_call
-            self.call_gain[at] = 0
+        for stubs in self.pending_inputs.values():
+            stubs.cleared += stubs.pending
+            stubs.cleared_change += stubs.pending_change
+            stubs.pending, stubs.pending_change = [], 0
         gained = self.pending_gain
         self.cleared += len(self.pending)
         self.cleared_tokens += gained
-        self.pending, self.stubbed_call, self.pending_gain = [], {}, 0
+        self.pending, self.pending_inputs, self.pending_gain = [], {}, 0
         return gained
 
 

@@ -122,9 +122,9 @@ class Context:
     # request. Where it cannot (another wire format, n > 1, the tool switched off) a stub names no ref, so the model
     # is never pointed at a tool it does not have.
     expandable: bool = True
-    # Counts of the message objects seen in this request, by identity: steps share unchanged messages, so
-    # counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its id
-    # cannot be reused.
+    # Counts (before calibration) of the message objects seen in this request, by identity: steps share unchanged
+    # messages, so counting after every step costs a lookup, not a re-hash of megabytes. The message is held so its
+    # id cannot be reused.
     _counted: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
     _digests: dict[int, tuple[Message, bytes]] = field(default_factory=dict, repr=False)
     # Lossless rewrites made in this request (minify): the new text -> the text it was made from (ref_for).
@@ -166,15 +166,29 @@ class Context:
 
     def count_message(self, message: Message) -> int:
         """One message with its per-message overhead, without the reply priming."""
+        return self._calibrated(self._uncalibrated(message))
+
+    def count_message_with(self, message: Message, change: int) -> int:
+        """count_message of a copy of `message` whose calls differ, `change` being the sum over the calls that differ
+        of call_tokens(new) - call_tokens(old): without building the copy or tokenizing it (TokenCounter.count_call).
+        """
+        return self._calibrated(self._uncalibrated(message) + change)
+
+    def call_tokens(self, call: Any) -> int:
+        """The tokens one call (an entry of tool_calls, or a function_call) adds to its message, before calibration."""
+        return self.tokens.count_call(call, self.model)
+
+    def _uncalibrated(self, message: Message) -> int:
         seen = self._counted.get(id(message))
         if seen is not None and seen[0] is message:
             return seen[1]
         self.checkpoint()  # a message not counted yet in this request: hashing, maybe tokenizing, ahead
         count = self.tokens.count_message(message, self.model, self.digest(message))
-        if self.calibration != 1.0:
-            count = round(count * self.calibration)
         self._counted[id(message)] = (message, count)
         return count
+
+    def _calibrated(self, count: int) -> int:
+        return round(count * self.calibration) if self.calibration != 1.0 else count
 
     def count_request(self, messages: list[Message]) -> int:
         """Prompt tokens of the whole request: messages plus the `tools` definitions."""

@@ -161,19 +161,65 @@ def find_pairs(messages: list[Message]) -> list[ToolPair]:
     return pairs
 
 
-def _call_field(message: Message, call_id: str | None, field: str) -> str | None:
-    """A string field (name, arguments) of one call of an assistant message; call_id None: function_call."""
-    if call_id is None:
+class CallIndex:
+    """Looks up one call of an assistant message by its id. A message's calls are indexed the first time one of them
+    is looked up, so looking up each of its n parallel calls costs O(n) in all, where scanning the message for each
+    would cost O(n^2). One per pass (messages are never mutated, so an index stays right while it lives); a message
+    is known by its identity, and held, so its id cannot be reused.
+    """
+
+    def __init__(self) -> None:
+        self._functions: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._rewritable: dict[int, tuple[Message, dict[str | None, list[dict[str, Any]]]]] = {}
+
+    def function(self, message: Message, call_id: str | None) -> Any:
+        """The `function` of the message's first call with this id; call_id None: its function_call."""
+        if call_id is None:
+            return message.get("function_call")
+        seen = self._functions.get(id(message))
+        if seen is None or seen[0] is not message:
+            functions: dict[str, Any] = {}
+            for call in tool_calls_of(message):
+                if isinstance(call.get("id"), str):
+                    functions.setdefault(call["id"], call.get("function"))
+            seen = self._functions[id(message)] = (message, functions)
+        return seen[1].get(call_id)
+
+    def arguments(self, message: Message, call_id: str | None) -> str | None:
+        """The JSON argument string of one call, if it has one."""
+        return _string_field(self.function(message, call_id), "arguments")
+
+    def name(self, message: Message, call_id: str | None) -> str:
+        """The function name of one call ('' when it has none)."""
+        return _string_field(self.function(message, call_id), "name") or ""
+
+    def rewritten(self, message: Message, call_id: str | None, arguments: str) -> list[tuple[Any, Any]]:
+        """What with_arguments(message, {call_id: arguments}) changes: each call it rewrites (the function_call for
+        None) before and after. Rewriting several ids changes the calls of each, as these are disjoint.
+        """
+        seen = self._rewritable.get(id(message))
+        if seen is None or seen[0] is not message:
+            by_id: dict[str | None, list[dict[str, Any]]] = {}
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else []:
+                if _rewritable(call):
+                    by_id.setdefault(call.get("id"), []).append(call)
+            seen = self._rewritable[id(message)] = (message, by_id)
+        changed = [(call, _with_call_arguments(call, {call_id: arguments})) for call in seen[1].get(call_id, [])]
         function = message.get("function_call")
-    else:
-        function = next((c.get("function") for c in tool_calls_of(message) if c.get("id") == call_id), None)
+        if call_id is None and isinstance(function, dict):
+            changed.append((function, {**function, "arguments": arguments}))
+        return changed
+
+
+def _string_field(function: Any, field: str) -> str | None:
     value = function.get(field) if isinstance(function, dict) else None
     return value if isinstance(value, str) else None
 
 
 def call_arguments(message: Message, call_id: str | None) -> str | None:
-    """The JSON argument string of one call of an assistant message, if it has one."""
-    return _call_field(message, call_id, "arguments")
+    """The JSON argument string of one call of an assistant message, if it has one (in a loop: CallIndex)."""
+    return CallIndex().arguments(message, call_id)
 
 
 def arguments_of(message: Message) -> list[str]:
@@ -186,8 +232,22 @@ def arguments_of(message: Message) -> list[str]:
 
 
 def call_name(message: Message, call_id: str | None) -> str:
-    """The function name of one call of an assistant message ('' when it has none)."""
-    return _call_field(message, call_id, "name") or ""
+    """The function name of one call of an assistant message ('' when it has none; in a loop: CallIndex)."""
+    return CallIndex().name(message, call_id)
+
+
+def _rewritable(call: Any) -> bool:
+    """A call with_arguments can give new arguments: a dict with a `function`, whose id is a string. A call with no id
+    is not the function_call that the key None names, and any other id is no key (an unhashable one used to raise
+    TypeError).
+    """
+    return isinstance(call, dict) and isinstance(call.get("function"), dict) and isinstance(call.get("id"), str)
+
+
+def _with_call_arguments(call: Any, arguments: dict[str | None, str]) -> Any:
+    if _rewritable(call) and call.get("id") in arguments:
+        return {**call, "function": {**call["function"], "arguments": arguments[call.get("id")]}}
+    return call
 
 
 def _id_in(call: dict[str, Any], ids: Container[str | None]) -> bool:
@@ -203,13 +263,8 @@ def with_arguments(message: Message, arguments: dict[str | None, str]) -> Messag
     new = dict(message)
     if None in arguments and isinstance(message.get("function_call"), dict):
         new["function_call"] = {**message["function_call"], "arguments": arguments[None]}
-    if "tool_calls" in message:
-        new["tool_calls"] = [
-            {**call, "function": {**call["function"], "arguments": arguments[call["id"]]}}
-            if isinstance(call, dict) and _id_in(call, arguments) and isinstance(call.get("function"), dict)
-            else call
-            for call in message["tool_calls"]
-        ]
+    if isinstance(message.get("tool_calls"), list):
+        new["tool_calls"] = [_with_call_arguments(call, arguments) for call in message["tool_calls"]]
     return new
 
 

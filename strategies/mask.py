@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 from .base import CHAIN, Applied, Params
 from .chain_syntax import fallback_chain
 from .context import Context
-from .conversation import call_name, find_pairs, message_text, with_message_text
+from .conversation import CallIndex, find_pairs, message_text, with_message_text
 from .epochs import EpochStrategy, epoch_field, min_gain_field
 from .markers import elided, truncate_middle
 from .messages import Message
@@ -69,11 +69,12 @@ class Mask(EpochStrategy[MaskParams]):
         old = pairs[: max(0, len(pairs) - self.params.keep)]
         out = list(messages)
         masked = 0
+        calls = CallIndex()
         for pair in old:
             ctx.checkpoint()
             result = messages[pair.result_index]
             text = message_text(result)
-            stub = elided(call_name(messages[pair.call_index], pair.call_id), text, ctx.ref_for(text))
+            stub = elided(calls.name(messages[pair.call_index], pair.call_id), text, ctx.ref_for(text))
             if len(stub) < len(text):
                 out[pair.result_index] = with_message_text(result, stub)
                 masked += 1

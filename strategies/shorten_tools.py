@@ -10,7 +10,7 @@ from pydantic import Field
 
 from .base import Applied, Params
 from .context import Context
-from .conversation import ToolPair, call_arguments, find_pairs, remove_pairs, text_of, with_arguments, with_text
+from .conversation import CallIndex, ToolPair, find_pairs, remove_pairs, text_of, with_arguments, with_text
 from .epochs import EpochStrategy, epoch_field, min_gain_field
 from .markers import truncate_middle
 from .messages import Message
@@ -79,6 +79,7 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
         dropped: list[ToolPair] = []
         results: dict[int, str] = {}
         arguments: dict[int, dict[str | None, str]] = {}
+        calls = CallIndex()
         for rank, pair in enumerate(reversed(find_pairs(messages)), start=1):
             ctx.checkpoint()
             under_budget = seen_chars < p.max_tool_chars
@@ -88,7 +89,7 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
                 dropped.append(pair)
                 continue
             text = text_of(messages[pair.result_index].get("content"))
-            args = call_arguments(messages[pair.call_index], pair.call_id) or ""
+            args = calls.arguments(messages[pair.call_index], pair.call_id) or ""
             if not keep_output:
                 shortened = truncate_middle(text, 2 * p.short_string_length, ctx.ref_for(text))
                 if shortened != text:

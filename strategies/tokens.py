@@ -65,6 +65,14 @@ class TokenCounter:
         """
         return self._count_cached(message, encoding_for_model(model), digest)
 
+    def count_call(self, call: Any, model: str) -> int:
+        """The tokens one call (an entry of tool_calls, or a function_call) adds to its message's count. A message
+        counts its overhead plus the tokens of each of its texts, so a copy whose calls differ counts exactly what
+        those calls' counts differ by (Context.count_message_with), without tokenizing the whole copy.
+        """
+        encoding = self._encodings.get(encoding_for_model(model))
+        return sum(len(encoding.encode(t, disallowed_special=())) for t in _call_texts(call))
+
     def count_tools(self, tools: Any, model: str) -> int:
         """Tokens the `tools` definitions add, per the OpenAI cookbook's estimate (num_tokens_for_tools)."""
         if not isinstance(tools, list) or not tools:

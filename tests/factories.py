@@ -67,6 +67,19 @@ def agent_loop(n: int, output_chars: int) -> list[Message]:
     return messages
 
 
+def parallel_round(n: int, output_chars: int) -> list[Message]:
+    """System prompt, the task, then one assistant message with n parallel calls call_0..call_{n-1}, each answered
+    (an agent that reads n files at once), and the next question.
+    """
+    messages = [
+        system("You are a coding agent."),
+        user("Fix the failing test."),
+        calls(*(f"call_{i}" for i in range(n))),
+    ]
+    messages += [result(f"call_{i}", output(i, output_chars)) for i in range(n)]
+    return [*messages, user("Now the other one.")]
+
+
 def qa_chat(pairs: int, answer: str = "item {i:03} is fine.") -> list[Message]:
     """A system prompt, `pairs` question/answer pairs (28 tokens each with the default answer), and the last
     question. `answer` is formatted with the pair's number i.

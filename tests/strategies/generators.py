@@ -33,7 +33,8 @@ def arguments(draw: st.DrawFn) -> Any:
 
 
 @st.composite
-def conversations(draw: st.DrawFn) -> list[Message]:
+def conversations(draw: st.DrawFn, max_parallel: int = 3) -> list[Message]:
+    """Valid conversations; an assistant message makes up to max_parallel calls at once."""
     messages: list[Message] = [system(draw(words))] if draw(st.booleans()) else []
     messages.append(user(draw(words)))
     reuse_ids = draw(st.booleans())  # some models send call_0, call_1 ... every turn
@@ -48,7 +49,7 @@ def conversations(draw: st.DrawFn) -> list[Message]:
             messages.append(legacy_result("run", draw(long_texts())))
         else:
             ids = []
-            for j in range(draw(st.integers(1, 3))):
+            for j in range(draw(st.integers(1, max_parallel))):
                 ids.append(f"call_{j}" if reuse_ids else f"call_{fresh}")
                 fresh += 1
             text = draw(st.one_of(st.none(), said))

@@ -11,9 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strategies import Context, Message, ModelLimits, Strategy, TokenCounter
+import tiktoken
+
+from strategies import Context, Encodings, Message, ModelLimits, Strategy, TokenCounter
 from strategies.invariants import compaction_problems, pairing_problems
 from strategies.layout import gather, pinned_units, split_units
+from tests.factories import parallel_round
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,72 @@ def expected_budget(messages: list[Message], limits: ModelLimits, counter: Token
     allowance = limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
     total = expected_total(limits, {})
     return max(0, total - counter.count_messages(steady, model) - max(asked, allowance))
+
+
+# --- Counting the work, not timing it -------------------------------------------------------------------------
+
+
+class ScannedCalls(list[Any]):
+    """A `tool_calls` list that counts how often it is read through: a strategy that looks each call up by scanning
+    its message reads it once per call, so n parallel calls cost O(n^2).
+    """
+
+    def __init__(self, calls: list[Any]) -> None:
+        super().__init__(calls)
+        self.scans = 0
+
+    def __iter__(self) -> Any:
+        self.scans += 1
+        return super().__iter__()
+
+
+class CountingEncodings(Encodings):
+    """Another Encodings' loaded encodings, counting the characters given them to tokenize."""
+
+    def __init__(self, loaded: Encodings) -> None:
+        super().__init__()
+        self.loaded = loaded
+        self.characters = 0
+
+    def get(self, name: str) -> tiktoken.Encoding:
+        return _Counting(self.loaded.get(name), self)  # type: ignore[return-value]
+
+
+@dataclass
+class _Counting:
+    encoding: tiktoken.Encoding
+    counts: CountingEncodings
+
+    @property
+    def name(self) -> str:
+        return self.encoding.name
+
+    def encode(self, text: str, **options: Any) -> list[int]:
+        self.counts.characters += len(text)
+        return self.encoding.encode(text, **options)
+
+
+def work_on_parallel_calls(
+    run: Callable[[list[Message], Context], list[Message]], n: int, encodings: Encodings, **context: Any
+) -> tuple[int, int]:
+    """What `run` does to one round of n parallel calls (tests.factories.parallel_round) with a cold token cache: how
+    often it reads the calls through, and how many characters it has tokenized.
+    """
+    messages = parallel_round(n, 120)
+    listed = messages[2]["tool_calls"] = ScannedCalls(messages[2]["tool_calls"])
+    counting = CountingEncodings(encodings)
+    run(messages, RecordingContext(model="gpt-4o", tokens=TokenCounter(counting), **context))
+    return listed.scans, counting.characters
+
+
+def linear_in_parallel_calls(
+    run: Callable[[list[Message], Context], list[Message]], encodings: Encodings, **context: Any
+) -> tuple[int, int]:
+    """Asserts that twice the parallel calls cost twice the work: their list read through as often (not once per
+    call) and at most about twice the characters tokenized (not calls times the message). Returns the work at 1000.
+    """
+    scans, characters = work_on_parallel_calls(run, 1000, encodings, **context)
+    scans_2n, characters_2n = work_on_parallel_calls(run, 2000, encodings, **context)
+    assert scans_2n == scans
+    assert characters_2n <= 2.05 * characters
+    return scans, characters

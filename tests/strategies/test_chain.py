@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from strategies import BUILTINS, Chain, ChainSyntaxError, Context, Registry, StrategyError
+from bench.notes.stand_in import DictNotes, StandInSummariser
+from strategies import BUILTINS, Chain, ChainSyntaxError, Context, Encodings, Registry, StrategyError
 from tests.factories import agent_loop
+from tests.strategies.harness import linear_in_parallel_calls
 
 
 @pytest.fixture
@@ -54,3 +56,37 @@ def test_none_forwards_the_messages_unchanged(registry: Registry, ctx: Context) 
     result = Chain.parse("none", registry).run(messages, ctx)
     assert result.messages == messages
     assert result.tokens_before == result.tokens_after == ctx.count(messages)
+
+
+# Every strategy, with parameters that make it look at every call, and the default chain (app.settings).
+PARALLEL_CHAINS = [
+    "minify,mask,window",
+    "none",
+    "minify",
+    "dedupe(min_chars=0)",
+    "mask(keep=1)",
+    "window(budget=500)",
+    "fit(total=2000)",
+    "middle_out(total=2000)",
+    "middle_out(max_messages=10)",
+    "shorten_tools(max_tool_chars=0,full_tool_outputs=0,max_tool_calls=1000000,short_string_length=5)",
+    "prune_tool_outputs(max_chars=10)",
+    "clear_tool_uses(trigger=0,keep=1,clear_tool_inputs=true)",
+    "trim_bulky(keep_last=0)",
+    "notes(budget=500)",
+]
+
+
+def test_every_strategy_is_tried_on_parallel_calls(registry: Registry) -> None:
+    assert {name for chain in PARALLEL_CHAINS for name in (s.split("(")[0] for s in chain.split(","))} >= set(
+        registry.names()
+    )
+
+
+@pytest.mark.parametrize("spec", PARALLEL_CHAINS)
+def test_thousands_of_parallel_calls_cost_work_linear_in_the_calls(
+    registry: Registry, shared_encodings: Encodings, spec: str
+) -> None:
+    chain = Chain.parse(spec, registry)
+    notes = {"summariser": StandInSummariser(), "notes_cache": DictNotes()}
+    linear_in_parallel_calls(lambda m, ctx: chain.run(m, ctx, trace=True).messages, shared_encodings, **notes)

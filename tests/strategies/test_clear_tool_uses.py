@@ -9,14 +9,42 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from strategies import Context, TokenCounter
+from strategies import Context, Encodings, TokenCounter
 from strategies.clear_tool_uses import ClearToolUses, ClearToolUsesParams
-from strategies.conversation import is_tool_result, text_of
+from strategies.conversation import (
+    ToolPair,
+    call_arguments,
+    call_name,
+    find_pairs,
+    is_tool_result,
+    text_of,
+    with_arguments,
+    with_message_text,
+)
 from strategies.invariants import pairing_problems
+from strategies.markers import elided
 from strategies.messages import Message
-from tests.factories import agent_loop, assistant, call, calls, legacy_call, legacy_result, output, parts, result, user
+from tests.factories import (
+    agent_loop,
+    assistant,
+    call,
+    calls,
+    legacy_call,
+    legacy_result,
+    output,
+    parts,
+    result,
+    user,
+)
 from tests.strategies.generators import conversations
-from tests.strategies.harness import RecordingContext, apply, expand_hint, keeps_the_invariants, ref
+from tests.strategies.harness import (
+    RecordingContext,
+    apply,
+    expand_hint,
+    keeps_the_invariants,
+    linear_in_parallel_calls,
+    ref,
+)
 
 
 def clear(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -242,3 +270,97 @@ def test_a_request_that_asks_the_provider_to_clear_is_left_to_it(counter: TokenC
     ctx = RecordingContext(model="gpt-4o", tokens=counter, request={"context_management": edits})
     assert apply(ClearToolUses(ClearToolUsesParams(trigger=0, keep=1)), messages, ctx) == messages
     assert ctx.details["provider_clears"] is True
+
+
+# --- Parallel calls: the same clearing, in work linear in the calls (issue 23) ----------------------------------
+
+
+def reference(messages: list[Message], ctx: Context, p: ClearToolUsesParams) -> tuple[list[Message], int, int]:
+    """clear_tool_uses written the straightforward way, as it was before issue 23: every call looked up by scanning
+    its message, and each assistant message with stubbed arguments built and counted whole for every call it
+    makes (so n parallel calls cost O(n^2)). Returns the messages, the uses cleared and the tokens freed.
+    """
+    out, count = list(messages), ctx.count_message
+    pairs = find_pairs(messages)
+    pending: list[tuple[ToolPair, Message]] = []
+    pending_gain = cleared = cleared_tokens = 0
+    stubbed: dict[int, dict[str | None, str]] = {}
+    stubbed_call: dict[int, Message] = {}
+    call_gain: dict[int, int] = {}
+
+    def consider(pair: ToolPair) -> None:
+        nonlocal pending_gain
+        name = call_name(messages[pair.call_index], pair.call_id)
+        if name in p.exclude_tools:
+            return
+        arguments = call_arguments(messages[pair.call_index], pair.call_id)
+        wanted = p.clear_tool_inputs if isinstance(p.clear_tool_inputs, bool) else name in p.clear_tool_inputs
+        if not (wanted and arguments is not None and len(arguments) > 2):
+            arguments = None
+        text = text_of(messages[pair.result_index].get("content"))
+        inputs = (arguments, ctx.ref_for(arguments)) if arguments is not None else None
+        new_result = with_message_text(messages[pair.result_index], elided(name, text, ctx.ref_for(text), inputs))
+        gain = count(messages[pair.result_index]) - count(new_result)
+        if arguments is not None:
+            at = pair.call_index
+            stubs = {**stubbed.get(at, {}), pair.call_id: "{}"}
+            new_call = with_arguments(messages[at], stubs)
+            gain += count(out[at]) - count(new_call) - call_gain.get(at, 0)
+            if gain > 0:
+                stubbed[at], stubbed_call[at], call_gain[at] = stubs, new_call, count(out[at]) - count(new_call)
+        if gain > 0:
+            pending.append((pair, new_result))
+            pending_gain += gain
+
+    use_at = {pair.result_index: n for n, pair in enumerate(pairs)}
+    total, leaving = ctx.count_request([]), 0
+    for index, message in enumerate(messages):
+        total += count(message)
+        n = use_at.get(index)
+        if n is not None:
+            while leaving <= n - p.keep:
+                consider(pairs[leaving])
+                leaving += 1
+        elif index < len(messages) - 1 and messages[index + 1]["role"] != "assistant":
+            continue
+        if total > p.trigger and pending and pending_gain >= p.clear_at_least:
+            for pair, new_result in pending:
+                out[pair.result_index] = new_result
+            for at, new_call in stubbed_call.items():
+                out[at], call_gain[at] = new_call, 0
+            total -= pending_gain
+            cleared, cleared_tokens = cleared + len(pending), cleared_tokens + pending_gain
+            pending, stubbed_call, pending_gain = [], {}, 0
+    return out, cleared, cleared_tokens
+
+
+@examples
+@given(
+    st.one_of(conversations(), conversations(max_parallel=40)),
+    params,
+    st.sampled_from([1.0, 1.0, 1.37, 0.61, 2.5]),
+    st.booleans(),
+)
+def test_the_clearing_is_the_straightforward_walks_byte_for_byte(
+    counter: TokenCounter, messages: list[Message], p: dict[str, Any], calibration: float, expandable: bool
+) -> None:
+    ctx = RecordingContext(model="gpt-4o", tokens=counter, calibration=calibration, expandable=expandable)
+    out = clear(messages, ctx, **p)
+    fresh = RecordingContext(model="gpt-4o", tokens=counter, calibration=calibration, expandable=expandable)
+    expected, uses, tokens = reference(messages, fresh, ClearToolUsesParams(**p))
+    assert json.dumps(out) == json.dumps(expected)
+    assert (ctx.details["cleared_tool_uses"], ctx.details["cleared_tokens"]) == (uses, tokens)
+
+
+@pytest.mark.parametrize("clear_tool_inputs", [False, True])
+def test_thousands_of_parallel_calls_cost_work_linear_in_the_calls(
+    shared_encodings: Encodings, clear_tool_inputs: bool
+) -> None:
+    def run(messages: list[Message], ctx: Context) -> list[Message]:
+        out = clear(messages, ctx, trigger=0, keep=1, clear_tool_inputs=clear_tool_inputs)
+        assert ctx.details["cleared_tool_uses"] == len(messages[2]["tool_calls"]) - 1  # all but the newest
+        assert (out[2]["tool_calls"][0]["function"]["arguments"] == "{}") is clear_tool_inputs
+        return out
+
+    scans, _ = linear_in_parallel_calls(run, shared_encodings)
+    assert scans <= 6  # pairing, looking up, counting, stubbing: each once

@@ -6,8 +6,9 @@ import pytest
 
 from strategies import Chain, Context, Registry, TokenCounter
 from strategies.context import CLOCK_EVERY, CompactionStopped, Deadline
+from strategies.conversation import with_arguments
 from strategies.registry import BUILTINS
-from tests.factories import agent_loop
+from tests.factories import agent_loop, calls
 
 
 class Clock:
@@ -72,3 +73,17 @@ def test_calibration_scales_every_count_and_so_every_default_budget(counter: Tok
     limits = ModelLimits(context_window=10_000, max_output=1000)
     assert default_total(Context(model="m", tokens=counter, limits=limits)) == 10_000 - 1000 - 200
     assert default_total(Context(model="m", tokens=counter, limits=limits, safety_margin_percent=10)) == 8000
+
+
+@pytest.mark.parametrize("calibration", [1.0, 1.37, 0.61])
+def test_a_copy_whose_calls_changed_is_counted_from_the_calls_alone(counter: TokenCounter, calibration: float) -> None:
+    message = calls("a", "b", "c")
+    ctx = Context(model="gpt-4o", tokens=counter, calibration=calibration)
+    changed = with_arguments(message, {"a": "{}", "c": "{}"})
+    difference = sum(
+        ctx.call_tokens(new) - ctx.call_tokens(old)
+        for old, new in zip(message["tool_calls"], changed["tool_calls"], strict=True)
+    )
+    fresh = Context(model="gpt-4o", tokens=counter, calibration=calibration)
+    assert ctx.count_message_with(message, difference) == fresh.count_message(changed)
+    assert ctx.count_message_with(message, 0) == ctx.count_message(message)

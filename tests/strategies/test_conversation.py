@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
 from strategies.conversation import (
+    CallIndex,
     ToolPair,
     call_arguments,
+    call_name,
     find_pairs,
     remove_pairs,
     text_of,
@@ -26,6 +29,7 @@ from tests.factories import (
     tool_call,
     user,
 )
+from tests.strategies.harness import ScannedCalls
 
 
 def test_find_pairs_in_result_order_with_parallel_and_legacy_calls() -> None:
@@ -96,6 +100,78 @@ def test_a_call_whose_id_is_no_string_is_neither_removed_nor_rewritten() -> None
     assert out == [user("go"), {"role": "assistant", "content": None, "tool_calls": [odd, no_id]}]
     changed = with_arguments(message, {"a": "{}", None: "{}"})
     assert changed["tool_calls"] == [{**tool_call("a"), "function": {"name": "read", "arguments": "{}"}}, odd, no_id]
+
+
+def scanned_first_function(message: dict[str, Any], call_id: str | None) -> Any:
+    """What a call lookup answers, written as the scan it replaces: the first call with the id."""
+    if call_id is None:
+        return message.get("function_call")
+    return next((c.get("function") for c in message.get("tool_calls") or [] if c.get("id") == call_id), None)
+
+
+def test_a_call_index_answers_as_a_scan_of_the_message_does() -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            tool_call("a", "read", {"path": "a.py"}),
+            tool_call("b", "grep", "not json"),
+            tool_call("a", "write", {"path": "again.py"}),  # a repeated id: the first call answers
+            {"id": "c", "type": "function", "function": {"name": 7, "arguments": {"not": "a string"}}},
+            {"id": "d", "type": "function"},
+            {"type": "function", "function": {"name": "no_id", "arguments": "{}"}},
+        ],
+        "function_call": {"name": "ls", "arguments": '{"dir": "."}'},
+    }
+    index = CallIndex()
+    for call_id in ("a", "b", "c", "d", "zzz", None):
+        function = scanned_first_function(message, call_id)
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        assert index.name(message, call_id) == call_name(message, call_id) == (name if isinstance(name, str) else "")
+        expected = arguments if isinstance(arguments, str) else None
+        assert index.arguments(message, call_id) == call_arguments(message, call_id) == expected
+
+
+def test_a_call_index_reads_each_message_once_whatever_its_parallel_calls() -> None:
+    listed = ScannedCalls([tool_call(f"call_{i}") for i in range(2000)])
+    message = {"role": "assistant", "content": None, "tool_calls": listed}
+    index = CallIndex()
+    names = [index.name(message, f"call_{i}") for i in range(2000)]
+    arguments = [index.arguments(message, f"call_{i}") for i in range(2000)]
+    assert names == ["read"] * 2000 and arguments[7] == '{"path": "call_7.py"}'
+    assert listed.scans == 1
+    for i in range(2000):
+        index.rewritten(message, f"call_{i}", "{}")
+    assert listed.scans == 2  # the calls with_arguments rewrites, by id: indexed once too
+
+
+def test_a_call_index_tells_apart_messages_with_the_same_ids() -> None:
+    first, second = calls("call_0"), {**call("call_0", "write"), "tool_calls": [tool_call("call_0", "write")]}
+    index = CallIndex()
+    assert [index.name(first, "call_0"), index.name(second, "call_0")] == ["read", "write"]
+
+
+def test_rewritten_names_what_with_arguments_changes_for_an_id() -> None:
+    message = {
+        **calls("a", "b", "a"),
+        "function_call": {"name": "ls", "arguments": '["."]'},
+    }
+    message["tool_calls"] += [{"id": None, "type": "function", "function": {"name": "x", "arguments": "[1]"}}]
+    index = CallIndex()
+    for call_id in ("a", "b", "zzz", None):
+        new = with_arguments(message, {call_id: "{}"})
+        changed = [(old, now) for old, now in zip(message["tool_calls"], new["tool_calls"], strict=True) if old != now]
+        if new.get("function_call") != message.get("function_call"):
+            changed.append((message["function_call"], new["function_call"]))
+        assert index.rewritten(message, call_id, "{}") == changed
+
+
+def test_with_arguments_leaves_calls_it_cannot_address_as_they_are() -> None:
+    odd = {"role": "assistant", "content": None, "tool_calls": [{"id": ["a"], "function": {"arguments": "[]"}}]}
+    assert with_arguments(odd, {"a": "{}"}) == odd  # an id that is no string: no key of any call
+    not_a_list = {"role": "assistant", "content": None, "tool_calls": "abc", "function_call": {"arguments": "[]"}}
+    assert with_arguments(not_a_list, {None: "{}"})["tool_calls"] == "abc"
 
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}

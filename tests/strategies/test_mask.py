@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from strategies import BUILTINS, Chain, Context, Registry
+from strategies import BUILTINS, Chain, Context, Encodings, Registry
 from strategies.conversation import text_of
 from strategies.mask import Mask, MaskParams
 from strategies.messages import Message
 from strategies.refs import Originals, refs_in
 from tests.factories import RULE_ALONE, agent_loop, call, output, parts, result, user
-from tests.strategies.harness import apply, expand_hint, keeps_the_invariants
+from tests.strategies.harness import apply, expand_hint, keeps_the_invariants, linear_in_parallel_calls
 
 
 def mask(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -86,3 +86,17 @@ def test_the_invariants_hold(ctx: Context) -> None:
     messages = agent_loop(12, 800)
     keeps_the_invariants(lambda m: mask(m, ctx, keep=2, max_chars=300), messages)
     keeps_the_invariants(lambda m: mask(m, ctx, keep=0, epoch=2, min_gain=0.35), messages)
+
+
+def test_thousands_of_parallel_results_cost_work_linear_in_the_calls(shared_encodings: Encodings) -> None:
+    """Each stub names its call's tool: looked up in an index of the message's calls, not by scanning them."""
+
+    def run(messages: list[Message], ctx: Context) -> list[Message]:
+        out = mask(messages, ctx, keep=1)
+        assert len(whole_results(out)) == 1
+        return out
+
+    linear_in_parallel_calls(run, shared_encodings)
+    linear_in_parallel_calls(
+        lambda m, ctx: mask(m, ctx, keep=1, max_chars=50, epoch=1, min_gain=0.01), shared_encodings
+    )

@@ -4,7 +4,8 @@ import copy
 import json
 from typing import Any
 
-from strategies import Context
+from strategies import Context, Encodings
+from strategies.conversation import text_of
 from strategies.invariants import pairing_problems
 from strategies.messages import Message
 from strategies.shorten_tools import ShortenTools, ShortenToolsParams
@@ -23,7 +24,7 @@ from tests.factories import (
     tool_call,
     user,
 )
-from tests.strategies.harness import apply, expand_hint
+from tests.strategies.harness import apply, expand_hint, linear_in_parallel_calls
 
 
 def shorten(messages: list[Message], ctx: Context, **params: Any) -> list[Message]:
@@ -173,3 +174,14 @@ def test_a_reused_call_id_pairs_with_the_newest_call(ctx: Context) -> None:
         result("call_0", output(2, 1000)),
     ]
     assert pairing_problems(out) == []
+
+
+def test_thousands_of_parallel_calls_cost_work_linear_in_the_calls(shared_encodings: Encodings) -> None:
+    """Every call's arguments read (no tier drops any): looked up in an index of the message's calls."""
+
+    def run(messages: list[Message], ctx: Context) -> list[Message]:
+        out = shorten(messages, ctx, max_tool_chars=0, full_tool_outputs=0, max_tool_calls=10**6, short_string_length=5)
+        assert len(out) == len(messages) and len(text_of(out[3]["content"])) < len(text_of(messages[3]["content"]))
+        return out
+
+    linear_in_parallel_calls(run, shared_encodings)

@@ -8,13 +8,17 @@ from importlib.resources import files
 import pytest
 import tiktoken
 import tiktoken.load
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # type: ignore[import-untyped]
 
 from strategies import Context, TokenCounter, encoding_for_model
+from strategies.conversation import CallIndex, with_arguments
 from strategies.encodings import Encodings
-from strategies.messages import WIRE_KEY
+from strategies.messages import WIRE_KEY, Message
 from strategies.tokens import IMAGE_TOKENS, LOW_DETAIL_IMAGE_TOKENS, MAX_UNSEEN_TOKENS
 from tests.factories import call, result, user
+from tests.strategies.generators import conversations
 
 URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 
@@ -271,3 +275,27 @@ def test_an_image_part_counts_what_the_upstream_bills_for_it(
     text = {"type": "text", "text": "what is in it?"}
     without = counter.count_messages([{"role": "user", "content": [text]}], "gpt-4o")
     assert counter.count_messages([{"role": "user", "content": [text, part, part]}], "gpt-4o") == without + 2 * tokens
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations(), st.data())
+def test_a_message_whose_calls_change_counts_the_difference_of_the_calls(
+    counter: TokenCounter, messages: list[Message], data: st.DataObject
+) -> None:
+    """What lets clear_tool_uses count an assistant message with stubbed arguments without building it."""
+    index = CallIndex()
+    for message in messages:
+        if message["role"] != "assistant":
+            continue
+        ids = [c.get("id") for c in message.get("tool_calls", [])] + ([None] if "function_call" in message else [])
+        if not ids:
+            continue
+        chosen = data.draw(st.lists(st.sampled_from(ids), unique=True))
+        stub = data.draw(st.sampled_from(["{}", "", '{"path": "elsewhere/entirely.py"}']))
+        change = sum(
+            counter.count_call(new, "gpt-4o") - counter.count_call(old, "gpt-4o")
+            for call_id in chosen
+            for old, new in index.rewritten(message, call_id, stub)
+        )
+        rewritten = with_arguments(message, dict.fromkeys(chosen, stub))
+        assert counter.count_message(rewritten, "gpt-4o") == counter.count_message(message, "gpt-4o") + change
