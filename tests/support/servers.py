@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import socket
 import threading
 import time
@@ -48,13 +47,6 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
-        # The proxy's start-up freezes every object then alive out of the cyclic GC (app.main's lifespan:
-        # gc.freeze()), for a process that serves one app until it exits. This one starts and stops hundreds:
-        # without this, each stopped proxy (its app, its encoder's tables, all it holds in reference cycles) stayed
-        # frozen and never collected, 60-70 MB a proxy: 9.7 GB by the end of tests/app. Unfrozen here, a stopped
-        # app is garbage the next collection frees (the next proxy's start-up runs one); proxies still serving are
-        # only back under the collector, as any object is.
-        gc.unfreeze()
         # What stopped servers freed, glibc keeps in the arenas of the threads that used it (each server has its
         # own threads); handed back to the system, so the process's resident size is what it still uses: 1.21 GB
         # -> 0.80 GB at the end of tests/app. A few milliseconds.
