@@ -1,4 +1,4 @@
-"""The contract of a notes cache backend: keyed text with a sliding expiry, and a lock for single flight."""
+"""The contract of a cache backend: keyed text with a sliding expiry, and a lock for single flight."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ class CacheError(Exception):
 class Backend(Protocol):
     """Synchronous, called from worker threads; implementations are thread-safe.
 
-    Keys are content addresses (hex digests); values are notes. Expiry is sliding: an entry read is kept
-    another ttl, so a conversation in use keeps its newest notes however long it runs.
+    Keys are content addresses (hex digests, each user's under its own prefix); values are text (notes, a prefix
+    digest, expand rounds, what was learned of a model). Expiry is sliding: an entry read is kept another ttl, so a
+    conversation in use keeps its newest entries however long it runs.
     """
 
     def get(self, key: str) -> str | None: ...
 
-    def put(self, key: str, notes: str) -> None: ...
+    def put(self, key: str, value: str) -> None: ...
 
     def acquire(self, key: str, token: str, seconds: float) -> bool:
         """Take the fold lock for key, shared with other processes where the backend is, for at most `seconds`

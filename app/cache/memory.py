@@ -11,7 +11,7 @@ class MemoryBackend:
     def __init__(self, ttl: float, max_entries: int) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()  # key -> (expires, notes)
+        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()  # key -> (expires, value)
         self._lock = threading.Lock()
 
     def get(self, key: str) -> str | None:
@@ -27,9 +27,9 @@ class MemoryBackend:
             self._entries.move_to_end(key)
             return entry[1]
 
-    def put(self, key: str, notes: str) -> None:
+    def put(self, key: str, value: str) -> None:
         with self._lock:
-            self._entries[key] = (time.monotonic() + self.ttl, notes)
+            self._entries[key] = (time.monotonic() + self.ttl, value)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

@@ -8,6 +8,7 @@ import redis
 
 from app.cache.base import CacheError
 
+# The names the cache had when it held notes alone: kept, so what replicas and earlier versions stored stays read.
 PREFIX = "compaction-proxy:notes:"
 LOCK_PREFIX = "compaction-proxy:notes-lock:"
 # Delete the lock only if it still holds our token: it may have expired and been taken by another replica.
@@ -43,9 +44,9 @@ class RedisBackend:
             raise CacheError(str(exc)) from None
         return value if isinstance(value, str) else None
 
-    def put(self, key: str, notes: str) -> None:
+    def put(self, key: str, value: str) -> None:
         try:
-            self.client.set(PREFIX + key, notes, ex=self.ttl)
+            self.client.set(PREFIX + key, value, ex=self.ttl)
         except redis.RedisError as exc:
             raise CacheError(str(exc)) from None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.cache.base import CacheError
 
+# The table and column are named as when the cache held notes alone: kept, so a file written before still reads.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS notes (key TEXT PRIMARY KEY, notes TEXT NOT NULL, expires REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS notes_expires ON notes (expires);
@@ -34,7 +35,7 @@ class SqliteBackend:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._connection().executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise CacheError(f"cannot open the notes cache {path}: {exc}") from None
+            raise CacheError(f"cannot open the cache {path}: {exc}") from None
 
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
@@ -58,14 +59,14 @@ class SqliteBackend:
             db.execute("UPDATE notes SET expires = ? WHERE key = ?", (now + self.ttl, key))
         except sqlite3.Error as exc:
             raise CacheError(str(exc)) from None
-        notes: str = row[0]
-        return notes
+        value: str = row[0]
+        return value
 
-    def put(self, key: str, notes: str) -> None:
+    def put(self, key: str, value: str) -> None:
         now = time.time()
         try:
             db = self._connection()
-            db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)", (key, notes, now + self.ttl))
+            db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)", (key, value, now + self.ttl))
             db.execute("DELETE FROM notes WHERE expires <= ?", (now,))
         except sqlite3.Error as exc:
             raise CacheError(str(exc)) from None
