@@ -64,7 +64,8 @@ def test_images_count_and_one_clients_images_do_not_cut_another_clients_conversa
     shots = [{"role": "user", "content": [text, *[image] * 10]}]
     models = {"small-model": {"context_window": 8000, "max_output": 256}}
     with start_proxy(models=models) as proxy:
-        counted = int(chat(proxy.url, "sk-images", shots).headers["x-compaction-tokens-before"])
+        dry_run = {"model": "small-model", "messages": shots, "max_tokens": 256}
+        counted = httpx.post(f"{proxy.url}/compact", json=dry_run, timeout=60).json()["tokens_before"]
         # Ten images at 765 tokens each, as the upstream counts them: the proxy's count holds them.
         assert counted >= 10 * 765
         upstream.canned = answered_with(counted + 10)
