@@ -42,6 +42,7 @@ TESTED_THROUGH = {
     "app/wire/chat/__init__.py": "tests/app/routes/test_compacted_chat.py",
     "app/wire/json_body.py": "tests/app/routes/test_compacted_properties.py",
     "app/wire/openai.py": "tests/app/routes/test_compacted_chat.py",
+    "app/wire/responses/items.py": "tests/app/wire/test_responses.py",
     "strategies/base.py": "tests/strategies/test_registry.py",
     "strategies/budget.py": "tests/strategies/test_window.py",
     "strategies/digests.py": "tests/app/compaction/test_prefix_unit.py",
