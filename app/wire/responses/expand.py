@@ -100,6 +100,18 @@ def _client_tools(body: dict[str, Any]) -> Iterator[str]:
             yield from _names(item.get("tools"))
 
 
+def _without_tool(response: dict[str, Any]) -> dict[str, Any]:
+    """A response as the client gets it: its echo of the request's `tools` without the proxy's."""
+    tools = response.get("tools")
+    if not isinstance(tools, list) or not any(_is_tool(t) for t in tools):
+        return response
+    return {**response, "tools": [t for t in tools if not _is_tool(t)]}
+
+
+def _is_tool(tool: Any) -> bool:
+    return kind(tool) == "function" and tool.get("name") == EXPAND_TOOL
+
+
 def _output(response: Any) -> list[dict[str, Any]]:
     output = response.get("output") if isinstance(response, dict) else None
     return [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
@@ -210,12 +222,10 @@ class Answer:
         """The last round's response (its id: the one the server stored with every round in its input) with the
         output of every round but the expand calls, and the usage of every round.
         """
-        if usage is None and len(self.shown) == len(self.output):
-            return self.body
-        body = {**self.body, "output": self.shown}
-        if usage is not None:
-            body["usage"] = usage
-        return body
+        body = _without_tool(self.body)
+        if len(self.shown) != len(self.output):
+            body = {**body, "output": self.shown}
+        return body if usage is None else {**body, "usage": usage}
 
 
 class StreamedRound:
@@ -226,7 +236,7 @@ class StreamedRound:
     naming its output_index) and never pass. A later round's response.created and in_progress do not pass; every
     round's terminal event (completed, incomplete, failed) is held: an internal round's never reaches the client, the
     last one's carries what the client was shown of every round, their usage summed, and the first round's id (the
-    openai SDK refuses a stream whose response changes its id).
+    openai SDK refuses a stream whose response changes its id). A response's echo of `tools` leaves the proxy's out.
     """
 
     def __init__(self, after: StreamedRound | None = None, before: dict[str, Any] | None = None) -> None:
@@ -250,9 +260,14 @@ class StreamedRound:
             return event + b"\n\n"  # a comment, or data the proxy does not read: as it came
         if what in LIFECYCLE:
             response = data.get("response")
-            if self.first_id is None and isinstance(response, dict) and isinstance(response.get("id"), str):
+            if not isinstance(response, dict):
+                return self._pass(event, data) if self.first else None
+            if self.first_id is None and isinstance(response.get("id"), str):
                 self.first_id = response["id"]
-            return self._pass(event, data) if self.first else None
+            if not self.first:
+                return None
+            echoed = _without_tool(response)
+            return self._pass(event, {**data, "response": echoed}, changed=echoed is not response)
         if what in TERMINAL:
             self.terminal, self.terminal_event = data, event
             response = data.get("response")
@@ -276,15 +291,18 @@ class StreamedRound:
             return None
         return self._pass(event, data, client_index)
 
-    def _pass(self, event: bytes, data: dict[str, Any], output_index: int | None = None) -> bytes:
+    def _pass(
+        self, event: bytes, data: dict[str, Any], output_index: int | None = None, changed: bool = False
+    ) -> bytes:
+        """The event renumbered; as it came when nothing in it changed (changed: its data is not as received)."""
         out = data
         if "sequence_number" in data:
             if data["sequence_number"] != self.sequence:
-                out = {**out, "sequence_number": self.sequence}
+                out, changed = {**out, "sequence_number": self.sequence}, True
             self.sequence += 1
         if output_index is not None and data.get("output_index") != output_index:
-            out = {**out, "output_index": output_index}
-        return event + b"\n\n" if out is data else _event(out)
+            out, changed = {**out, "output_index": output_index}, True
+        return _event(out) if changed else event + b"\n\n"
 
     def output(self) -> list[dict[str, Any]]:
         """The round's output: its terminal event's, else its items as they streamed."""
@@ -326,18 +344,18 @@ class StreamedRound:
         """
         if self.terminal is None or self.terminal_event is None:
             return  # the upstream ended the stream without one: the client gets what came
-        response = self.terminal.get("response")
-        response = dict(response) if isinstance(response, dict) else {}
+        found = self.terminal.get("response")
+        response = _without_tool(found) if isinstance(found, dict) else {}
         shown = self.shown()
-        if self.first and usage is None and len(shown) == len(self.output()):
+        if self.first and usage is None and len(shown) == len(self.output()) and response is found:
             yield self._pass(self.terminal_event, self.terminal)
             return
-        response["output"] = shown
+        response = {**response, "output": shown}
         if usage is not None:
             response["usage"] = usage
         if self.first_id is not None:
             response["id"] = self.first_id
-        yield self._pass(self.terminal_event, {**self.terminal, "response": response})
+        yield self._pass(self.terminal_event, {**self.terminal, "response": response}, changed=True)
 
 
 def _data(event: bytes) -> dict[str, Any] | None:

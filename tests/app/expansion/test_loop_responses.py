@@ -152,6 +152,7 @@ def test_a_whole_answer_comes_after_the_round_with_the_original_and_summed_usage
     assert [item.type for item in response.output] == ["reasoning", "message", "reasoning", "message"]
     assert response.output_text == f"Let me look.Found: {FIRST_LINE}"
     assert response.id == "resp_2"  # the last round's: the response the server holds with the round in its input
+    assert response.tools == []  # its echo of the request's tools: the client's, none
     assert response.usage is not None and response.usage.to_dict() == summed(2)
     assert_one_round_with_the_original(model, store)
 
@@ -181,6 +182,7 @@ def test_a_stream_is_one_response_across_the_rounds_without_the_internal_call(
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert completed.output == done  # exactly what the client was shown
     assert completed.id == events[0].response.id == "resp_1"
+    assert completed.tools == events[0].response.tools == []  # the echo of the client's tools: none
     assert completed.usage.to_dict() == summed(2)
     assert_one_round_with_the_original(model, store)
 
