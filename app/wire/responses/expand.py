@@ -130,7 +130,7 @@ def _same_call(item: dict[str, Any], arguments: str) -> bool:
     """Whether a kept call (its arguments as the allowance wrote them) is this call of the model's."""
     raw = _arguments(item)
     call = ExpandCall.parse(raw)
-    return raw.startswith(arguments) if isinstance(call, str) else call.arguments() == arguments
+    return raw.startswith(arguments) or (not isinstance(call, str) and call.arguments() == arguments)
 
 
 def _turn_items(output: list[dict[str, Any]], kept: Sequence[tuple[str, str]], store: Any) -> list[dict[str, Any]]:
