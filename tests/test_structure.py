@@ -27,7 +27,6 @@ TESTED_THROUGH = {
     "app/edge/errors.py": "tests/app/edge/test_error_handlers.py",
     "app/edge/headers.py": "tests/app/routes/test_passthrough.py",  # which headers cross, on a real server
     "app/expansion/__init__.py": "tests/app/expansion/test_loop.py",
-    "app/expansion/memory.py": "tests/app/expansion/test_loop.py",  # remembered rounds on later requests
     "app/expansion/rounds.py": "tests/app/expansion/test_loop.py",
     "app/forwarding/refusals.py": "tests/app/forwarding/test_forwarding.py",
     "app/main.py": "tests/app/test_settings.py",  # create_app's configuration errors
@@ -43,6 +42,7 @@ TESTED_THROUGH = {
     "app/wire/chat/__init__.py": "tests/app/routes/test_compacted_chat.py",
     "app/wire/json_body.py": "tests/app/routes/test_compacted_properties.py",
     "app/wire/openai.py": "tests/app/routes/test_compacted_chat.py",
+    "app/wire/responses/items.py": "tests/app/wire/test_responses.py",
     "strategies/base.py": "tests/strategies/test_registry.py",
     "strategies/budget.py": "tests/strategies/test_window.py",
     "strategies/digests.py": "tests/app/compaction/test_prefix_unit.py",

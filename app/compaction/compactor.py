@@ -24,6 +24,7 @@ from app.policy.parameters import RequestPolicy
 from app.settings import Settings
 from app.upstream.models import Resolved, UpstreamModels
 from app.wire import Parsed, WireFormat
+from app.wire.base import ExpandTool
 from strategies import (
     BUILTINS,
     Chain,
@@ -267,7 +268,9 @@ class Compactor:
             deadline=deadline,
             expandable=offered is not None,
         )
-        reversible = None if offered is None else self._reversible(parsed, offered, wire, ctx, scope)
+        reversible = None
+        if tool is not None and offered is not None:
+            reversible = self._reversible(parsed, offered, wire, tool, ctx, scope)
         compacted = replace(self._run(raw, parsed, wire, chain, ctx, reversible), model=parsed.model, resolved=resolved)
         models = self.upstream_models
         if resolved.source == "assumed" and models is not None and models.may_discover(wire.name):
@@ -292,7 +295,9 @@ class Compactor:
             resolved = replace(resolved, limits=capped, source="learned")
         return resolved
 
-    def _reversible(self, parsed: Parsed, offered: Parsed, wire: WireFormat, ctx: Context, scope: bytes) -> Expansion:
+    def _reversible(
+        self, parsed: Parsed, offered: Parsed, wire: WireFormat, tool: ExpandTool, ctx: Context, scope: bytes
+    ) -> Expansion:
         """What the rounds of a request that may be offered the expand tool need, its remembered rounds put back in
         its messages (app.expansion.memory); `forwarded` is filled in once the chain has run.
         """
@@ -305,7 +310,7 @@ class Compactor:
             rounds = self.expansions.recall(key)
             if rounds:
                 limit = self.settings.expand_max_chars
-                messages = with_rounds(original, prefixes, rounds, Originals(original), limit)
+                messages = with_rounds(original, prefixes, rounds, Originals(original), limit, tool.turn_again)
         anchor = prefixes[-1].hex() if prefixes else ""
         return Expansion(wire, offered, parsed, messages, Originals(messages), key, len(original), anchor, ctx)
 

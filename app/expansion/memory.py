@@ -22,6 +22,9 @@ NAMESPACE = "expanded:"
 # A conversation's newest rounds, and their calls in all: every one is shown again on each later request.
 MAX_ROUNDS = 32
 MAX_CALLS = 64
+# A round's handles (Round.handles): ids of the API's items, a few per call.
+MAX_HANDLES = 64
+MAX_HANDLE_CHARS = 256
 logger = logging.getLogger("compaction_proxy.expansion")
 
 
@@ -78,7 +81,10 @@ def _newest(rounds: Sequence[Round]) -> list[Round]:
 
 
 def _encode(rounds: Sequence[Round]) -> str:
-    return json.dumps([[r.at, r.anchor, [list(c) for c in r.calls]] for r in rounds], separators=(",", ":"))
+    return json.dumps(
+        [[r.at, r.anchor, [list(c) for c in r.calls], *([list(r.handles)] if r.handles else [])] for r in rounds],
+        separators=(",", ":"),
+    )
 
 
 def _decode(stored: str) -> list[Round]:
@@ -90,11 +96,15 @@ def _decode(stored: str) -> list[Round]:
     rounds: list[Round] = []
     for item in data if isinstance(data, list) else []:
         try:
-            at, anchor, calls = item
+            at, anchor, calls, *rest = item  # rounds remembered before handles existed have three fields
             parsed = tuple((str(cid), str(arguments)) for cid, arguments in calls)
+            kept = rest[0] if len(rest) == 1 else []
+            handles = tuple(h for h in kept if isinstance(h, str)) if isinstance(kept, list) else None
         except (TypeError, ValueError):
             continue
-        valid = isinstance(at, int) and at > 0 and isinstance(anchor, str) and parsed
+        valid = isinstance(at, int) and at > 0 and isinstance(anchor, str) and parsed and len(rest) <= 1
+        valid = valid and handles is not None and len(handles) == len(kept) <= MAX_HANDLES
+        valid = valid and all(len(h) <= MAX_HANDLE_CHARS for h in handles or ())
         if valid and all(len(cid) <= MAX_ID_CHARS and len(arguments) <= 256 for cid, arguments in parsed):
-            rounds.append(Round(at, anchor, parsed))
+            rounds.append(Round(at, anchor, parsed, handles or ()))
     return _newest(rounds)

@@ -4,7 +4,7 @@ same way, byte for byte, when the proxy answers them and whenever a later reques
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from strategies import Message
@@ -20,12 +20,23 @@ class Round:
     """One round the proxy answered: where it happened and the calls made, never any content.
 
     at: the client's messages it followed; anchor: their prefix digest (hex), so it is shown again only after
-    those same messages; calls: (call id, arguments as ExpandCall.arguments writes them).
+    those same messages; calls: (call id, arguments as ExpandCall.arguments writes them); handles: what the wire
+    format kept to show its turn again as it went (ExpandRound.handles: ids of the API's own items, never content).
     """
 
     at: int
     anchor: str
     calls: tuple[tuple[str, str], ...]
+    handles: tuple[str, ...] = ()
+
+
+# A remembered round's turn as its wire format shows it again (ExpandTool.turn_again): from its calls and handles.
+TurnAgain = Callable[[Sequence[tuple[str, str]], tuple[str, ...]], Message]
+
+
+def view_turn(calls: Sequence[tuple[str, str]], handles: tuple[str, ...]) -> Message:
+    """The turn as the conversation view has it, which chat completions sends as it is."""
+    return expand_turn(calls)
 
 
 def call_id(model_id: object, ref: str, index: int) -> str:
@@ -41,14 +52,14 @@ def result_of(arguments: str, originals: Originals, max_chars: int) -> str:
     return call if isinstance(call, str) else expand(originals, call, max_chars)
 
 
-def round_messages(calls: Sequence[tuple[str, str]], originals: Originals, max_chars: int) -> list[Message]:
-    """The assistant message with the calls, then one tool result per call, from this request's originals."""
-    return answered_round(calls, [result_of(arguments, originals, max_chars) for _, arguments in calls])
-
-
-def answered_round(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
-    """The assistant message with the calls, then each call's result as given."""
-    return [expand_turn(calls), *tool_results(calls, results)]
+def round_messages(
+    calls: Sequence[tuple[str, str]], originals: Originals, max_chars: int, turn: Message | None = None
+) -> list[Message]:
+    """The assistant message with the calls (turn: the wire format's, else the view's), then one tool result per
+    call, from this request's originals.
+    """
+    results = [result_of(arguments, originals, max_chars) for _, arguments in calls]
+    return [turn if turn is not None else expand_turn(calls), *tool_results(calls, results)]
 
 
 def tool_results(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
@@ -59,11 +70,17 @@ def tool_results(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> li
 
 
 def with_rounds(
-    original: list[Message], prefixes: Sequence[bytes], rounds: Sequence[Round], originals: Originals, max_chars: int
+    original: list[Message],
+    prefixes: Sequence[bytes],
+    rounds: Sequence[Round],
+    originals: Originals,
+    max_chars: int,
+    turn: TurnAgain = view_turn,
 ) -> list[Message]:
     """The client's messages with the remembered rounds back at their places: each after the `at` messages it
     followed, when they are still the same (prefixes: the prefix digest of each of the client's messages) and the
     conversation went on past them. A retry of the very request that had the round gets none: it is asked anew.
+    turn: each round's assistant turn as the request's wire format shows it again.
     """
     placed = sorted(
         (r for r in rounds if 0 < r.at < len(original) and prefixes[r.at - 1].hex() == r.anchor),
@@ -76,6 +93,6 @@ def with_rounds(
     for r in placed:
         out.extend(original[start : r.at])
         start = r.at
-        out.extend(round_messages(r.calls, originals, max_chars))
+        out.extend(round_messages(r.calls, originals, max_chars, turn(r.calls, r.handles)))
     out.extend(original[start:])
     return out

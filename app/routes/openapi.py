@@ -160,6 +160,10 @@ class ResponsesDryRun(BaseModel):
     instructions: Any = Field(description="Its `instructions`, as sent.")
     tokens_before: int
     tokens_after: int
+    added_tools: list[dict[str, Any]] = Field(
+        description="Tools the proxy would add after the client's, in the Responses API's shape: the expand tool (a "
+        "function tool), when the input sent holds a stub with a ref."
+    )
     steps: list[CompactStep]
 
 

@@ -53,6 +53,13 @@ class ExpandRound(Protocol):
         """
         ...
 
+    def handles(self, kept: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+        """What the format keeps of this round's turn (with only the kept calls) to show it again as it went on a later
+        request (ExpandTool.turn_again): handles on the API's own items, never their content; () where the calls are
+        all it needs (app.expansion.memory remembers them with the calls).
+        """
+        ...
+
 
 class ExpandAnswer(ExpandRound, Protocol):
     """One round's whole (non-streamed) answer, read."""
@@ -83,7 +90,11 @@ class ExpandTool(Protocol):
         """The request with the tool after the client's own, or None when its fields rule the tool out."""
         ...
 
-    def answer(self, body: dict[str, Any]) -> ExpandAnswer: ...
+    def answer(self, body: dict[str, Any], after: ExpandAnswer | None) -> ExpandAnswer:
+        """A round's whole answer, read; after: the previous round's (None: this is the first round), whose output
+        shown to the client the one answer goes on with.
+        """
+        ...
 
     def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> ExpandStream:
         """A round's stream reader; after: the previous round's (None: this is the first round), whose numbering
@@ -94,6 +105,12 @@ class ExpandTool(Protocol):
 
     def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
         """Usage summed over rounds."""
+        ...
+
+    def turn_again(self, calls: Sequence[tuple[str, str]], handles: tuple[str, ...]) -> Message:
+        """A remembered round's assistant turn, shown again on a later request (app.expansion.rounds.with_rounds): the
+        same bytes as when the round was answered, from its calls and what ExpandRound.handles kept.
+        """
         ...
 
 

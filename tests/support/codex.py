@@ -7,6 +7,11 @@ Custom tool `exec` (JavaScript) for the code-mode models, function `exec_command
 (`-m gpt-5.5`). Over a WebSocket it answers each response.create frame the same way. It prints what it saw as
 one JSON object: Codex's exit code and output, every input the model received, and how the proxy answered each
 WebSocket handshake Codex made (426 refused, 101 accepted).
+
+With --resumed N it runs the expand tool instead (run_resumed): a session of one round that Codex ran is
+lengthened to N earlier rounds, each reading a build log of its own, and resumed twice through the proxy's default
+chain. On the first resume the model (ExpandingModel) finds the masked logs' stubs, expands the oldest one's ref,
+and says what it read; on the second it finds that round shown again and just finishes.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app import Settings, create_app
+from strategies.refs import EXPAND_TOOL, refs_in
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import responses_events
 
@@ -140,6 +146,167 @@ class SocketAnswers:
         await self.app(scope, receive, answering)
 
 
+RESUMED_FINAL = "Done: the first build log was read again."
+
+
+def _text(output: Any) -> str:
+    """An output item's text: a string, or the text of its parts."""
+    if isinstance(output, list):
+        return "".join(part.get("text", "") for part in output if isinstance(part, dict))
+    return output if isinstance(output, str) else ""
+
+
+class ExpandingModel:
+    """The model of a resumed session: with the expand tool offered and a stub with a ref in the tool outputs, it
+    reasons and expands the oldest stub's ref (unless it did already, in what it is sent); given the expansion, it
+    says its first line; else it finishes. Every response's output is kept, to check what comes back against it.
+    """
+
+    def __init__(self) -> None:
+        self.inputs: list[list[dict[str, Any]]] = []
+        self.tools: list[list[Any]] = []
+        self.produced: dict[str, list[dict[str, Any]]] = {}
+        self.app = Starlette(routes=[Route("/v1/responses", self.post, methods=["POST"])])
+
+    def answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        items: list[dict[str, Any]] = body.get("input") or []
+        n = len(self.inputs)
+        self.inputs.append(items)
+        self.tools.append(body.get("tools") or [])
+        last = items[-1] if items else {}
+        if last.get("type") == "function_call_output" and str(last.get("call_id")).startswith("call_expand"):
+            return [], "Read it: " + next(line for line in _text(last.get("output")).splitlines() if "log" in line)
+        offered = any(t.get("name") == EXPAND_TOOL for t in body.get("tools") or [] if isinstance(t, dict))
+        done = any(i.get("type") == "function_call" and i.get("name") == EXPAND_TOOL for i in items)
+        refs = [
+            r for i in items if str(i.get("type")).endswith("_call_output") for r in refs_in(_text(i.get("output")))
+        ]
+        if offered and refs and not done:
+            call = {"type": "function_call", "id": f"fc_expand_{n}", "status": "completed",
+                    "call_id": f"call_expand_{n}", "name": EXPAND_TOOL,
+                    "arguments": json.dumps({"ref": refs[0]})}  # fmt: skip
+            return [reasoning_item(1000 + n), call], ""
+        return [], RESUMED_FINAL
+
+    async def post(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        output, text = self.answer(body)
+        events = responses_events(body.get("model", "standin"), text)
+        response_id = f"resp_expanding_{len(self.inputs)}"
+        for event in events:
+            if "response" in event:
+                event["response"] = {**event["response"], "id": response_id}
+        if output:  # reasoning and a call: no message
+            completed = events[-1]
+            done = [
+                {"type": "response.output_item.done", "output_index": i, "item": item} for i, item in enumerate(output)
+            ]
+            events = [*events[:2], *done, {**completed, "response": {**completed["response"], "output": output}}]
+        else:
+            output = events[-1]["response"]["output"]
+            output[0]["id"] = f"msg_{response_id}"
+            for event in events:
+                if "item_id" in event:
+                    event["item_id"] = output[0]["id"]
+                if isinstance(event.get("item"), dict):
+                    event["item"] = {**event["item"], "id": output[0]["id"]}
+        self.produced[response_id] = output
+        lines = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        return StreamingResponse(iter(lines), media_type="text/event-stream")
+
+
+class HeaderLog:
+    """The proxy's app, recording the X-Compaction-* headers of each /v1/responses answer."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.answers: list[dict[str, str]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/responses":
+            return await self.app(scope, receive, send)
+
+        async def record(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+                self.answers.append({k: v for k, v in headers.items() if k.startswith("x-compaction-")})
+            await send(message)
+
+        return await self.app(scope, receive, record)
+
+
+def _shorter(output: Any, lines: int) -> Any:
+    """A tool output's text cut to its first lines (a string, or its parts)."""
+    if isinstance(output, str):
+        return "".join(output.splitlines(keepends=True)[:lines])
+    if isinstance(output, list):
+        return [{**p, "text": _shorter(p["text"], lines)} if isinstance(p.get("text"), str) else p for p in output]
+    return output
+
+
+def lengthen(home: str, rounds: int) -> None:
+    """The session Codex wrote, its one round made `rounds` rounds, each reading a build log of its own (ids and
+    text made distinct, each log a dozen lines so the session fits the model's window once old logs are masked), as
+    if Codex had run them all.
+    """
+    (path,) = Path(home, "sessions").rglob("rollout-*.jsonl")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    items = [(i, line["payload"]) for i, line in enumerate(lines) if line.get("type") == "response_item"]
+    start = next(i for i, payload in items if payload.get("type") == "reasoning")
+    end = next(i for i, payload in items if str(payload.get("type")).endswith("_call_output"))
+    template = json.dumps(lines[start : end + 1])
+    out = lines[:start]
+    for n in range(rounds):
+        text = template.replace("rs_scripted_0", f"rs_old_{n}").replace("call_0", f"call_old_{n}")
+        text = text.replace('"ctc_0"', f'"ctc_old_{n}"').replace('"fc_0"', f'"fc_old_{n}"')
+        round_ = json.loads(text.replace("of the build log", f"of build log {n}"))
+        for line in round_:
+            payload = line.get("payload")
+            if line.get("type") == "response_item" and str(payload.get("type")).endswith("_call_output"):
+                payload["id"] = f"out_old_{n}"
+                payload["output"] = _shorter(payload["output"], 12)
+        out += round_
+    out += lines[end + 1 :]
+    for ordinal, line in enumerate(out):
+        if "ordinal" in line:
+            line["ordinal"] = ordinal
+    path.write_text("".join(json.dumps(line) + "\n" for line in out))
+
+
+def run_resumed(codex: str, model: str | None, rounds: int) -> dict[str, Any]:
+    """One round run for real, lengthened to `rounds`, then resumed twice with the default chain."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {"PATH": os.environ["PATH"], "HOME": home, "CODEX_HOME": home, "STANDIN_API_KEY": "sk-standin"}
+        argv = [codex, "exec", "--skip-git-repo-check", *(["-m", model] if model else [])]
+
+        def codex_run(args: list[str], base_url: str) -> subprocess.CompletedProcess[str]:
+            Path(home, "config.toml").write_text(CONFIG.format(base_url=base_url, websockets="false"))
+            return subprocess.run([*argv, *args], cwd=home, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=180)  # fmt: skip
+
+        scripted = ScriptedModel(1)
+        with LoopbackServer(scripted.app) as upstream:
+            first = codex_run(["Read the build log once, then say you are done."], f"{upstream.url}/v1")
+        lengthen(home, rounds)
+        expanding = ExpandingModel()
+        with LoopbackServer(expanding.app) as upstream:
+            settings = Settings(upstream_base_url=f"{upstream.url}/v1")  # the default chain: minify,mask,window
+            proxy_app = HeaderLog(create_app(settings))
+            with LoopbackServer(proxy_app, settings) as proxy:
+                prompts = ["What did the first build log say?", "Thanks. Now finish."]
+                resumed = [codex_run(["resume", "--last", prompt], f"{proxy.url}/v1") for prompt in prompts]
+    return {
+        "exit": [first.returncode, *(r.returncode for r in resumed)],
+        "stdout": [r.stdout for r in resumed],
+        "stderr": [first.stderr[-3000:], *(r.stderr[-3000:] for r in resumed)],
+        "inputs": expanding.inputs,
+        "tools": expanding.tools,
+        "produced": expanding.produced,
+        "session_reasoning": reasoning_item(0),
+        "headers": proxy_app.answers,
+    }
+
+
 def run(codex: str, model: str | None, websockets: str, rounds: int, chain: str) -> dict[str, Any]:
     scripted = ScriptedModel(rounds)
     with LoopbackServer(scripted.app) as upstream, tempfile.TemporaryDirectory() as home:
@@ -182,8 +349,12 @@ def main() -> None:
     parser.add_argument("--websockets", choices=["off", "refuse", "relay"], default="off")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--chain", default="window(budget=6000)")
+    parser.add_argument("--resumed", type=int, help="run the expand tool on a resumed session of this many rounds")
     args = parser.parse_args()
-    json.dump(run(args.codex, args.model, args.websockets, args.rounds, args.chain), sys.stdout)
+    if args.resumed:
+        json.dump(run_resumed(args.codex, args.model, args.resumed), sys.stdout)
+    else:
+        json.dump(run(args.codex, args.model, args.websockets, args.rounds, args.chain), sys.stdout)
 
 
 if __name__ == "__main__":

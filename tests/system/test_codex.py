@@ -1,6 +1,7 @@
 """Codex CLI (the pinned version scripts/test installs) run for real through the proxy against a scripted model, in
 a private network namespace (tests/support/codex.py): its agent loop completes through compaction, with the
-custom-tool default model, a function-tool model and the WebSocket mode both refused and relayed.
+custom-tool default model, a function-tool model and the WebSocket mode both refused and relayed; and a long resumed
+session in which the model expands a ref through the proxy's expand tool, then finishes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.codex import FINAL
+import pytest
+
+from app.wire.responses.expand import TOOL
+from strategies.refs import EXPAND_TOOL, refs_in
+from tests.support.codex import FINAL, RESUMED_FINAL
 from tests.support.required import require
-from tests.support.responses import pairing_problems
+from tests.support.responses import pairing_problems, reasoning_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 CODEX = ROOT / ".tools" / "npm" / "node_modules" / ".bin" / "codex"
@@ -27,12 +32,13 @@ def codex_binary() -> Path:
     return CODEX
 
 
-def run_codex(*args: str) -> dict[str, Any]:
+def in_namespace(*args: str) -> dict[str, Any]:
+    """python -m tests.support.codex with these arguments, in a private network namespace: what it printed."""
     require(
         shutil.which("unshare") is not None and shutil.which("ip") is not None and os.geteuid() == 0,
         "needs root, unshare(1) and ip(8) for a private network namespace, so Codex reaches nothing else",
     )
-    scenario = f"{sys.executable} -m tests.support.codex {codex_binary()} --rounds {ROUNDS} {' '.join(args)}"
+    scenario = f"{sys.executable} -m tests.support.codex {codex_binary()} {' '.join(args)}"
     done = subprocess.run(
         ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {scenario}"],
         cwd=ROOT,
@@ -42,6 +48,11 @@ def run_codex(*args: str) -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def run_codex(*args: str) -> dict[str, Any]:
+    result = in_namespace("--rounds", str(ROUNDS), *args)
     assert result["exit"] == 0, result["stderr"]
     assert result["stdout"].strip().endswith(FINAL)  # the loop ran every round and gave the final answer
     assert len(result["inputs"]) == ROUNDS + 1
@@ -89,3 +100,45 @@ def test_codex_over_a_relayed_websocket() -> None:
     assert result["handshakes"] == 1 and result["posts"] == 0
     # Over the socket Codex sends only what is new (previous_response_id): relayed as it came.
     assert [outputs(items) for items in result["inputs"][1:]] == [1] * ROUNDS
+
+
+RESUMED = 300  # rounds of the session before it is resumed
+
+
+def output_text(item: dict[str, Any]) -> str:
+    output = item.get("output")
+    return output if isinstance(output, str) else "".join(p.get("text", "") for p in output or [])
+
+
+@pytest.mark.parametrize("model", [None, "gpt-5.5"], ids=["custom-tool-model", "function-tool-model"])
+def test_codex_resumes_a_long_session_expands_a_ref_and_finishes(model: str | None) -> None:
+    result = in_namespace("--resumed", str(RESUMED), *(["--model", model] if model else []))
+    assert result["exit"] == [0, 0, 0], result["stderr"]
+    first_log = "line 1 of build log 0, with enough words to make it long"
+    assert result["stdout"][0].strip().endswith(f"Read it: {first_log}")  # the model read the masked original
+    assert result["stdout"][1].strip().endswith(RESUMED_FINAL)
+    # Every answer went with the default chain and the tool offered: never mask's fallback.
+    assert [h["x-compaction-strategies"] for h in result["headers"]] == ["minify,mask,window"] * 2
+    assert not any("x-compaction-fallback" in h for h in result["headers"])
+    asked, expanded, next_turn = result["inputs"]
+    assert all(TOOL in tools for tools in result["tools"])
+    outputs = [i for i in asked if i.get("type", "").endswith("_call_output")]
+    assert len(outputs) == RESUMED and len([i for i in outputs if refs_in(output_text(i))]) > 200  # masked
+    # Valid for the API on every request: calls and outputs paired, every reasoning item as the model made it and
+    # right before the item it came with; the session's own reasoning as Codex resent it.
+    session = result["session_reasoning"]
+    for items in result["inputs"]:
+        assert pairing_problems(items) == [] and reasoning_problems(items, result["produced"]) == []
+        for item in items:
+            if item.get("id", "").startswith("rs_old_"):
+                assert item["encrypted_content"] == session["encrypted_content"]
+    # The round: the request again with the model's reasoning, its call and the original, whole.
+    assert expanded[: len(asked)] == asked
+    reasoning, call, answer = expanded[len(asked) :]
+    assert reasoning["type"] == "reasoning" and call["name"] == EXPAND_TOOL and call["id"].startswith("fc_expand")
+    assert first_log in answer["output"] and answer["call_id"] == call["call_id"]
+    # The next turn: Codex kept the round's reasoning; the round is shown again right after it, with its call's id.
+    at = next(i for i, item in enumerate(next_turn) if item.get("id") == reasoning["id"])
+    assert next_turn[at + 1 : at + 3] == [call, answer]
+    assert next_turn[:at] == asked  # and the history before it as it was
+    assert [i.get("role") for i in next_turn[at + 3 :]] == ["assistant", "user"]

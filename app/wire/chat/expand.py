@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from app.wire.base import ExpandStream, ModelCall, Parsed
+from app.wire.base import ExpandAnswer, ExpandStream, ModelCall, Parsed
 from strategies import Message
 from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL, expand_turn
 
@@ -58,6 +58,9 @@ class Answer:
 
     def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
         return _turn(kept)
+
+    def handles(self, kept: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+        return ()  # the calls are all chat's turn holds
 
     def for_client(self, usage: dict[str, Any] | None) -> dict[str, Any]:
         """The answer without expand calls, with the usage of every round."""
@@ -223,6 +226,9 @@ class StreamedRound:
     def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
         return _turn(kept)
 
+    def handles(self, kept: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+        return ()
+
     def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
         """The held chunks of the final round, with the usage of every round, then [DONE]."""
         had_expand = any(c.expand for c in self.calls.values())
@@ -279,8 +285,8 @@ class ChatExpandTool:
             offered, parsed.messages, parsed.model, {**parsed.request, "tools": offered["tools"]}, parsed.stdlib
         )
 
-    def answer(self, body: dict[str, Any]) -> Answer:
-        return Answer(body)
+    def answer(self, body: dict[str, Any], after: ExpandAnswer | None) -> Answer:
+        return Answer(body)  # the client gets the last round's message: earlier rounds' text is not shown
 
     def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> StreamedRound:
         assert after is None or isinstance(after, StreamedRound), "stream takes this format's readers"
@@ -288,3 +294,6 @@ class ChatExpandTool:
 
     def add_usage(self, total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
         return add_usage(total, usage)
+
+    def turn_again(self, calls: Sequence[tuple[str, str]], handles: tuple[str, ...]) -> Message:
+        return _turn(calls)

@@ -13,8 +13,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from app import Settings, create_app
 from strategies.refs import EXPAND_TOOL, refs_in
@@ -342,42 +340,6 @@ def test_the_dry_run_shows_the_tool_it_would_add(proxy: LoopbackServer) -> None:
     report = response.json()
     assert [t["function"]["name"] for t in report["added_tools"]] == [EXPAND_TOOL]
     assert sum(1 for m in report["messages"] if refs_in(str(m.get("content")))) == 5
-
-
-def test_a_responses_request_gets_stubs_without_the_tool_it_is_not_offered(
-    model: ScriptedModel, proxy: LoopbackServer
-) -> None:
-    # The expand tool is answered on chat completions only: a Responses request's stubs name no ref.
-    forwarded: list[dict[str, Any]] = []
-
-    async def responses(request: Request) -> JSONResponse:
-        forwarded.append(await request.json())
-        return JSONResponse({"id": "resp_1", "object": "response", "status": "completed", "output": []})
-
-    model.app.add_route("/v1/responses", responses, methods=["POST"])
-    items: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    for i in range(3):
-        items.append({"type": "function_call", "call_id": f"c{i}", "name": "read_file", "arguments": "{}"})
-        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": output(i, 2000)})
-    response = httpx.post(
-        f"{proxy.url}/v1/responses",
-        json={"model": "gpt-4o", "input": items},
-        headers={"X-Compaction-Strategies": "clear_tool_uses(trigger=0,keep=1)", "Authorization": "Bearer sk-test"},
-    )
-    assert response.status_code == 200
-    outputs = [i["output"] for i in forwarded[0]["input"] if i.get("type") == "function_call_output"]
-    assert outputs[0] == "[read_file output elided: 2,000 chars]" and outputs[-1] == output(2, 2000)
-    assert "tools" not in forwarded[0]
-    # mask runs its fallback there: nothing is masked without a way back.
-    masked = httpx.post(
-        f"{proxy.url}/v1/responses",
-        json={"model": "gpt-4o", "input": items},
-        headers={**HEADERS, "Authorization": "Bearer sk-test"},
-    )
-    assert masked.headers["x-compaction-fallback"] == "not_expandable"
-    assert [i["output"] for i in forwarded[1]["input"] if i.get("type") == "function_call_output"] == [
-        output(i, 2000) for i in range(3)
-    ]
 
 
 def test_with_the_tool_switched_off_no_stub_names_it(model: ScriptedModel) -> None:

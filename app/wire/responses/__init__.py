@@ -36,45 +36,13 @@ from app.settings import Api
 from app.wire.base import ExpandTool, Parsed
 from app.wire.json_body import dump_body, dump_json, parse_object
 from app.wire.openai import check_stream, json_type, openai_error_body
+from app.wire.responses.expand import CALL, SHOWN, ResponsesExpandTool, function_call
+from app.wire.responses.items import CALLS, OUTPUTS, RIDERS, ROLES, TEXT_PARTS
+from app.wire.responses.items import kind as _kind
 from strategies import Message
 from strategies.conversation import text_of, tool_calls_of
 from strategies.messages import WIRE_KEY
 
-ROLES = frozenset({"user", "assistant", "system", "developer"})
-TEXT_PARTS = frozenset({"input_text", "output_text"})
-# Calls answered by an output item, with the field a strategy may shorten (None: nothing).
-CALLS: dict[str, str | None] = {
-    "function_call": "arguments",
-    "custom_tool_call": "input",
-    "local_shell_call": None,
-    "shell_call": None,
-    "apply_patch_call": None,
-    "computer_call": None,
-    "mcp_approval_request": None,
-}
-# Their outputs, with the field whose text a strategy may rewrite (None: nothing).
-OUTPUTS: dict[str, str | None] = {
-    "function_call_output": "output",
-    "custom_tool_call_output": "output",
-    "local_shell_call_output": "output",
-    "apply_patch_call_output": "output",
-    "shell_call_output": None,
-    "computer_call_output": None,
-    "mcp_approval_response": None,
-}
-# Made by the API with a turn, complete in themselves: they ride with the turn.
-RIDERS = frozenset(
-    {
-        "reasoning",
-        "compaction",
-        "web_search_call",
-        "file_search_call",
-        "image_generation_call",
-        "code_interpreter_call",
-        "mcp_call",
-        "mcp_list_tools",
-    }
-)
 BYTES_PER_TOKEN = 4
 
 
@@ -85,11 +53,6 @@ class ResponsesParsed(Parsed):
     originals: dict[int, Message]  # id(message) -> message, as parsed
     by_item: dict[int, Message]  # a message's first item -> the message as parsed
     anchors: frozenset[int]  # items the strategies see (messages, calls, outputs); the rest go out as they came
-
-
-def _kind(item: dict[str, Any]) -> str | None:
-    kind = item.get("type")
-    return kind if isinstance(kind, str) else None
 
 
 def _call_key(item: dict[str, Any]) -> str | None:
@@ -266,7 +229,9 @@ class Responses:
     api: Api = "openai"
     upstream_path = "responses"
     error_body = staticmethod(openai_error_body)
-    expand: ExpandTool | None = None
+
+    def __init__(self) -> None:
+        self.expand: ExpandTool | None = ResponsesExpandTool()
 
     def for_request(self, headers: Mapping[str, str]) -> Responses:
         return self
@@ -306,12 +271,20 @@ class Responses:
         items: list[Any] = []
         emitted: set[int] = set()  # a message a strategy repeated must not repeat an item (reasoning ids are unique)
         body = dict(parsed.body)
+        again: _Again | None = None
         for message in messages:
             wire = message.get(WIRE_KEY)
             wire = wire if isinstance(wire, dict) else {}
             if wire.get("instructions"):
                 if parsed.originals.get(id(message)) is not message:
                     body["instructions"] = text_of(message.get("content"))
+                continue
+            if isinstance(wire.get("output"), list):  # an expand round's turn: the response's items, as they go
+                items.extend(wire["output"])
+                continue
+            if isinstance(wire.get("handles"), list):  # a remembered round's turn, shown again where it went
+                again = again or _Again(parsed, messages)
+                items.extend(again.turn(message, wire["handles"], emitted))
                 continue
             indices = [i for i in wire.get("items", ()) if i not in emitted]
             emitted.update(indices)
@@ -332,6 +305,54 @@ class Responses:
         error = {"message": message, "type": "upstream_error", "param": None, "code": code}
         data = {"type": "error", "code": code, "message": message, "param": None, "error": error}
         return b"event: error\ndata: " + dump_json(data) + b"\n\n"
+
+
+class _Again:
+    """Remembered expand rounds shown again as they went (app.wire.responses.expand.ResponsesExpandTool.turn_again).
+
+    The client was shown every item of a round but its expand calls, so its next request holds them, after the
+    messages the round followed; each round's turn takes them from there, by id, and puts its calls back between
+    them, with their items' ids: the request then extends, item for item, the one the provider saw with the round.
+    Only items of messages going as they came are taken. When one is missing (the client dropped it, a strategy
+    changed or dropped its message), the calls go alone, without ids (an id the API would pair with a reasoning item
+    that is not before it), and the client's items stay where they are.
+    """
+
+    def __init__(self, parsed: ResponsesParsed, messages: list[Message]) -> None:
+        self.parsed = parsed
+        self.by_id: dict[str, int] = {}
+        for index, item in enumerate(parsed.items):
+            if isinstance(item.get("id"), str):
+                self.by_id.setdefault(item["id"], index)
+        self.going = {
+            index
+            for message in messages
+            if parsed.originals.get(id(message)) is message
+            for index in message[WIRE_KEY].get("items", ())
+        }
+
+    def turn(self, message: Message, handles: list[Any], emitted: set[int]) -> list[Any]:
+        calls = {call.get("id"): call for call in tool_calls_of(message)}
+        shown = [self.by_id.get(h[len(SHOWN) :]) for h in handles if isinstance(h, str) and h.startswith(SHOWN)]
+        if any(index is None or index in emitted or index not in self.going for index in shown):
+            return [_function_call(call) for call in calls.values()]
+        out: list[Any] = []
+        for handle in handles:
+            if not isinstance(handle, str):
+                continue
+            if handle.startswith(SHOWN):
+                index = self.by_id[handle[len(SHOWN) :]]
+                emitted.add(index)
+                out.append(self.parsed.items[index])
+            elif handle.startswith(CALL):
+                call_id, _, item_id = handle[len(CALL) :].partition(":")
+                call = calls.pop(call_id, None)
+                function = call.get("function") if call is not None else None
+                if isinstance(function, dict):
+                    arguments = function.get("arguments")
+                    out.append(function_call(call_id, arguments if isinstance(arguments, str) else "", item_id or None))
+        out.extend(_function_call(call) for call in calls.values())
+        return out
 
 
 def _input_items(value: Any) -> list[Any]:
