@@ -35,6 +35,6 @@ class Expansion:
     ctx: Context
 
     def added_tools(self) -> list[Any]:
-        """The tools the proxy adds to the request (for the dry run)."""
-        plain, offered = self.plain.request.get("tools") or [], self.offered.request.get("tools") or []
+        """The tools the proxy adds to the request (for the dry run), in the body's own shape."""
+        plain, offered = self.plain.body.get("tools") or [], self.offered.body.get("tools") or []
         return list(offered[len(plain) :])

@@ -39,7 +39,7 @@ from app.upstream.client import Upstream
 from app.upstream.relay import broken_stream
 from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
-from app.wire.base import ExpandRound, ExpandStream
+from app.wire.base import ExpandAnswer, ExpandRound, ExpandStream
 from strategies import Message
 
 logger = logging.getLogger("compaction_proxy.expansion")
@@ -140,7 +140,8 @@ class _Run:
         answered = self.allowance.answer(round_.expand_calls(), round_.turn)
         self.messages.extend(answered.messages)
         if answered.remembered:
-            self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls))
+            shown = round_.shown(answered.calls)
+            self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls, shown))
         self.answered += 1
         metrics = self.x.metrics
         metrics.expand_rounds.labels("answered").inc()
@@ -181,6 +182,7 @@ class _Run:
     async def complete(self) -> Response:
         usage: dict[str, Any] | None = None
         body: bytes | None = None
+        answer: ExpandAnswer | None = None
         while True:
             response = await self.open(body)
             extra = self.offered.response_headers()
@@ -203,7 +205,7 @@ class _Run:
                 data = None
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
-            answer = self.tool.answer(data)
+            answer = self.tool.answer(data, answer)
             usage = self.tool.add_usage(usage, data.get("usage"))
             body = await self.next_body(answer)
             if body is not None:

@@ -22,6 +22,7 @@ NAMESPACE = "expanded:"
 # A conversation's newest rounds, and their calls in all: every one is shown again on each later request.
 MAX_ROUNDS = 32
 MAX_CALLS = 64
+MAX_TAG_CHARS = 256  # a round's tag (Round.shown): a few dozen characters
 logger = logging.getLogger("compaction_proxy.expansion")
 
 
@@ -78,7 +79,9 @@ def _newest(rounds: Sequence[Round]) -> list[Round]:
 
 
 def _encode(rounds: Sequence[Round]) -> str:
-    return json.dumps([[r.at, r.anchor, [list(c) for c in r.calls]] for r in rounds], separators=(",", ":"))
+    # A round's tag (Round.shown) only where it has one: what was remembered before tags read the same.
+    items = [[r.at, r.anchor, [list(c) for c in r.calls], *([r.shown] if r.shown else [])] for r in rounds]
+    return json.dumps(items, separators=(",", ":"))
 
 
 def _decode(stored: str) -> list[Round]:
@@ -90,11 +93,14 @@ def _decode(stored: str) -> list[Round]:
     rounds: list[Round] = []
     for item in data if isinstance(data, list) else []:
         try:
-            at, anchor, calls = item
+            at, anchor, calls, *tag = item
             parsed = tuple((str(cid), str(arguments)) for cid, arguments in calls)
         except (TypeError, ValueError):
             continue
+        shown = tag[0] if len(tag) == 1 else "" if not tag else None
         valid = isinstance(at, int) and at > 0 and isinstance(anchor, str) and parsed
+        if not isinstance(shown, str) or len(shown) > MAX_TAG_CHARS:
+            continue
         if valid and all(len(cid) <= MAX_ID_CHARS and len(arguments) <= 256 for cid, arguments in parsed):
-            rounds.append(Round(at, anchor, parsed))
+            rounds.append(Round(at, anchor, parsed, shown))
     return _newest(rounds)

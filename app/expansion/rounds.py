@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.wire.base import SHOWN
 from strategies import Message
+from strategies.messages import WIRE_KEY
 from strategies.refs import EXPAND_TOOL, ExpandCall, Originals, expand, expand_turn
 
 # What a model's tool-call id may be for the proxy to reuse it (Anthropic's own rule, the strictest).
@@ -20,12 +22,14 @@ class Round:
     """One round the proxy answered: where it happened and the calls made, never any content.
 
     at: the client's messages it followed; anchor: their prefix digest (hex), so it is shown again only after
-    those same messages; calls: (call id, arguments as ExpandCall.arguments writes them).
+    those same messages; calls: (call id, arguments as ExpandCall.arguments writes them); shown: the wire format's
+    tag for what of the round the client was shown (ExpandRound.shown; "" for none).
     """
 
     at: int
     anchor: str
     calls: tuple[tuple[str, str], ...]
+    shown: str = ""
 
 
 def call_id(model_id: object, ref: str, index: int) -> str:
@@ -41,9 +45,14 @@ def result_of(arguments: str, originals: Originals, max_chars: int) -> str:
     return call if isinstance(call, str) else expand(originals, call, max_chars)
 
 
-def round_messages(calls: Sequence[tuple[str, str]], originals: Originals, max_chars: int) -> list[Message]:
-    """The assistant message with the calls, then one tool result per call, from this request's originals."""
-    return answered_round(calls, [result_of(arguments, originals, max_chars) for _, arguments in calls])
+def round_messages(
+    calls: Sequence[tuple[str, str]], originals: Originals, max_chars: int, shown: str = ""
+) -> list[Message]:
+    """The assistant message with the calls, then one tool result per call, from this request's originals. shown:
+    the round's tag (Round.shown), which the assistant message carries for the wire format to render it by.
+    """
+    turn, *results = answered_round(calls, [result_of(arguments, originals, max_chars) for _, arguments in calls])
+    return [{**turn, WIRE_KEY: {SHOWN: shown}} if shown else turn, *results]
 
 
 def answered_round(calls: Sequence[tuple[str, str]], results: Sequence[str]) -> list[Message]:
@@ -76,6 +85,6 @@ def with_rounds(
     for r in placed:
         out.extend(original[start : r.at])
         start = r.at
-        out.extend(round_messages(r.calls, originals, max_chars))
+        out.extend(round_messages(r.calls, originals, max_chars, r.shown))
     out.extend(original[start:])
     return out

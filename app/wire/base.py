@@ -18,6 +18,9 @@ from strategies import Message
 
 # One call of the expand tool as the model made it: its id, its arguments as sent (app.expansion reads them)
 ModelCall = tuple[Any, str]
+# In the WIRE_KEY of an expand round's assistant message shown again on a later request (app.expansion.rounds): the
+# round's ExpandRound.shown, for the format that wrote it to find the round's own blocks in the client's next message.
+SHOWN = "shown"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,13 @@ class ExpandRound(Protocol):
         """
         ...
 
+    def shown(self, kept: Sequence[tuple[str, str]]) -> str:
+        """What the format needs to show this round again on a later request exactly as it went (remembered with it,
+        app.expansion.memory), when the client was shown part of it (Anthropic's thinking and text beside the calls):
+        a short tag, never content; "" where the round is its calls alone (chat completions).
+        """
+        ...
+
 
 class ExpandAnswer(ExpandRound, Protocol):
     """One round's whole (non-streamed) answer, read."""
@@ -83,7 +93,11 @@ class ExpandTool(Protocol):
         """The request with the tool after the client's own, or None when its fields rule the tool out."""
         ...
 
-    def answer(self, body: dict[str, Any]) -> ExpandAnswer: ...
+    def answer(self, body: dict[str, Any], after: ExpandAnswer | None) -> ExpandAnswer:
+        """A round's whole answer, read; after: the previous round's (None: this is the first round), which the
+        client's one answer goes on from.
+        """
+        ...
 
     def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> ExpandStream:
         """A round's stream reader; after: the previous round's (None: this is the first round), whose numbering

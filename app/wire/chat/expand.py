@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from app.wire.base import ExpandStream, ModelCall, Parsed
+from app.wire.base import ExpandAnswer, ExpandStream, ModelCall, Parsed
 from strategies import Message
 from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL, expand_turn
 
@@ -58,6 +58,9 @@ class Answer:
 
     def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
         return _turn(kept)
+
+    def shown(self, kept: Sequence[tuple[str, str]]) -> str:
+        return ""  # the round is its calls: shown again from them alone
 
     def for_client(self, usage: dict[str, Any] | None) -> dict[str, Any]:
         """The answer without expand calls, with the usage of every round."""
@@ -223,6 +226,9 @@ class StreamedRound:
     def turn(self, kept: Sequence[tuple[str, str]]) -> Message:
         return _turn(kept)
 
+    def shown(self, kept: Sequence[tuple[str, str]]) -> str:
+        return ""
+
     def finish(self, usage: dict[str, Any] | None) -> Iterator[bytes]:
         """The held chunks of the final round, with the usage of every round, then [DONE]."""
         had_expand = any(c.expand for c in self.calls.values())
@@ -279,8 +285,8 @@ class ChatExpandTool:
             offered, parsed.messages, parsed.model, {**parsed.request, "tools": offered["tools"]}, parsed.stdlib
         )
 
-    def answer(self, body: dict[str, Any]) -> Answer:
-        return Answer(body)
+    def answer(self, body: dict[str, Any], after: ExpandAnswer | None) -> Answer:
+        return Answer(body)  # the final round's answer alone: what earlier rounds said beside their calls goes
 
     def stream(self, after: ExpandStream | None, before: dict[str, Any] | None) -> StreamedRound:
         assert after is None or isinstance(after, StreamedRound), "stream takes this format's readers"

@@ -17,6 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from app import Settings, create_app
+from app.cache import open_backend
+from app.expansion.memory import ExpansionMemory
+from app.expansion.rounds import Round
 from strategies.refs import EXPAND_TOOL, refs_in
 from tests.factories import agent_loop, assistant, call, output, result, user
 from tests.support.metrics import scrape
@@ -391,3 +394,13 @@ def test_with_the_tool_switched_off_no_stub_names_it(model: ScriptedModel) -> No
     sent = model.received[0]
     assert "tools" not in sent and EXPAND_TOOL not in json.dumps(sent["messages"])
     assert sum("output elided" in (m.get("content") or "") for m in sent["messages"]) == 5
+
+
+def test_a_rounds_tag_is_remembered_with_it_and_rounds_stored_without_one_read_the_same() -> None:
+    memory = ExpansionMemory(open_backend("memory://", ttl=60, max_entries=10))
+    tagged = Round(3, "ab", (("toolu_1", '{"ref":"0a1b2c3d4e"}'),), "sc:0123456789abcdef")
+    memory.remember("k", [Round(2, "aa", (("call_1", '{"ref":"0a1b2c3d4e"}'),)), tagged])
+    assert memory.recall("k")[1] == tagged and memory.recall("k")[0].shown == ""
+    # What the cache holds is untrusted: a tag that is no string, or one too long, drops its round.
+    memory.backend.put("k", json.dumps([[3, "ab", [["c", "{}"]], 7], [3, "ab", [["c", "{}"]], "s" * 999]]))
+    assert memory.recall("k") == []
