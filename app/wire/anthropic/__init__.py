@@ -14,7 +14,9 @@ result, [message index, -1] for the rest of a message, [-1, -1] for `system`. co
 strategy that rewrites a message copies its keys along, so render knows every message's original, changed or not.
 An assistant view's WIRE_KEY also holds, as CARRIED, the text of its thinking blocks: the model reads it (Claude
 Code keeps every turn's thinking), so the token counter counts it, and no strategy reads it as something it could
-shorten.
+shorten. A block's cache_control is not in the view (its part is a copy without it): a breakpoint says where the
+client caches, not what the model reads, and moves from message to message, so a message reads the same on every
+request wherever the client's breakpoints are.
 
 Render: a message whose views all came back unchanged is the original object, so it is written back as it came; a
 changed one is rebuilt from its original, block by block, in the original order (tool results merged back into
@@ -33,7 +35,7 @@ import orjson
 from app.edge.errors import ApiError
 from app.settings import Api
 from app.wire.base import ExpandTool, Parsed
-from app.wire.cache_control import Placed, breakpoints, settle_breakpoints
+from app.wire.cache_control import CACHE_CONTROL, Placed, breakpoints, settle_breakpoints
 from app.wire.json_body import dump_body, dump_json, parse_object
 from strategies import Message
 from strategies.conversation import tool_calls_of
@@ -214,10 +216,10 @@ def _view(index: int, message: Any) -> tuple[Message, ...]:
     for k, block in enumerate(content):
         call_id = block.get("tool_use_id")
         if role == "user" and block["type"] == "tool_result" and isinstance(call_id, str):
-            result = block.get("content", "")
+            result = _unmarked_parts(block.get("content", ""))
             views.append({"role": "tool", "tool_call_id": call_id, "content": result, WIRE_KEY: {ORIGIN: [index, k]}})
         else:
-            rest.append(block)
+            rest.append(_unmarked(block))
     if rest or not views:
         views.append({"role": role, "content": rest, WIRE_KEY: {ORIGIN: [index, REST]}})
     return tuple(views)
@@ -233,7 +235,7 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
             function = {"name": block.get("name") if isinstance(block.get("name"), str) else "", "arguments": arguments}
             calls.append({"id": block["id"], "type": "function", "function": function})
             continue
-        parts.append(block)
+        parts.append(_unmarked(block))
         if block["type"] == "thinking" and isinstance(block.get("thinking"), str):
             thinking.append(block["thinking"])
     wire: dict[str, Any] = {ORIGIN: [index, REST]}
@@ -243,6 +245,29 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
     if calls:
         view["tool_calls"] = calls
     return view
+
+
+def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
+    """The block as the view shows it: without its cache breakpoint, which says where the client caches, not what the
+    model reads, and moves from message to message (Claude Code's is on the last one). So a message reads the same on
+    every request, whatever the breakpoints did (the expand rounds' anchors, the prefix report); render writes the
+    original block, breakpoint and all, wherever the view's part stands for it.
+    """
+    return {k: v for k, v in block.items() if k != CACHE_CONTROL} if CACHE_CONTROL in block else block
+
+
+def _unmarked_parts(content: Any) -> Any:
+    if isinstance(content, list) and any(isinstance(p, dict) and CACHE_CONTROL in p for p in content):
+        return [_unmarked(p) if isinstance(p, dict) else p for p in content]
+    return content
+
+
+def _rest_positions(content: list[Any], role: Any) -> list[int]:
+    """Where the blocks of a message's rest view stand in it, as _view splits them: all but a user message's tool
+    results, or an assistant's tool uses.
+    """
+    split, key = ("tool_use", "id") if role == "assistant" else ("tool_result", "tool_use_id")
+    return [k for k, block in enumerate(content) if not (_type(block) == split and isinstance(block.get(key), str))]
 
 
 def _as_function(tool: Any) -> Any:
@@ -330,6 +355,11 @@ def _rest_blocks(content: list[Any], view: Message, made: Message | None) -> lis
     rewritten text where the first text block was, a tool call as its tool_use block (new input if it changed).
     """
     at = {id(block): k for k, block in enumerate(content)}
+    if made is not None and isinstance(made.get("content"), list):
+        # The parts as parse made them (a block's copy without its breakpoint, _unmarked) stand for their blocks.
+        at.update(
+            (id(part), k) for part, k in zip(made["content"], _rest_positions(content, made.get("role")), strict=False)
+        )
     texts = [k for k, block in enumerate(content) if _type(block) == "text"]
     thinking = [k for k, block in enumerate(content) if _type(block) in THINKING]
     # A text with no original goes where the first text was, else after the thinking (which leads a turn).
@@ -342,7 +372,7 @@ def _rest_blocks(content: list[Any], view: Message, made: Message | None) -> lis
         k = at.get(id(part))
         if k is None and _type(part) != "text":
             k = next((j for j, block in enumerate(content) if block == part), None)
-        keyed.append((anchor if k is None else k, n, part))
+        keyed.append((anchor if k is None else k, n, part if k is None else content[k]))
     uses: dict[str, list[int]] = {}
     for k, block in enumerate(content):
         if _type(block) == "tool_use" and isinstance(block.get("id"), str):
