@@ -235,8 +235,15 @@ def _view(index: int, message: Any) -> tuple[Message, ...]:
         else:
             rest.append(_unmarked(block))
     if rest or not views:
-        views.append({"role": role, "content": rest, WIRE_KEY: {ORIGIN: [index, REST]}})
+        # One plain text block reads as the string it is: a client may send either (Claude Code sends its prompt as
+        # a block while it carries the breakpoint, as a string later).
+        said: Any = rest[0]["text"] if not views and len(rest) == 1 and _plain_text(rest[0]) else rest
+        views.append({"role": role, "content": said, WIRE_KEY: {ORIGIN: [index, REST]}})
     return tuple(views)
+
+
+def _plain_text(block: dict[str, Any]) -> bool:
+    return block.keys() == {"type", "text"} and block["type"] == "text" and isinstance(block["text"], str)
 
 
 def _assistant_view(index: int, content: list[Any]) -> Message:

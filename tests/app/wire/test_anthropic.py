@@ -97,6 +97,16 @@ def test_a_breakpoint_is_not_in_the_view_so_a_message_reads_the_same_when_it_mov
     assert render(parsed, view)["messages"][2]["content"][1] == text("a note", cache_control=EPHEMERAL)
 
 
+def test_a_prompt_sent_as_a_block_with_a_breakpoint_then_as_a_string_reads_the_same() -> None:
+    block = {"role": "user", "content": [text("Go on.", cache_control=EPHEMERAL)]}  # Claude Code, while it is last
+    later = {"role": "user", "content": "Go on."}  # and on the requests after
+    answered = [*session()["messages"], {"role": "assistant", "content": [text("Fixed.")]}]
+    views = [parse({**session(), "messages": [*answered, m]}).messages[-1] for m in (block, later)]
+    assert views[0] == views[1] and views[0]["content"] == "Go on."
+    parsed = parse({**session(), "messages": [*answered, block]})
+    assert render(parsed, list(parsed.messages))["messages"][-1] == block
+
+
 def test_a_dropped_pair_takes_its_breakpoint_to_the_nearest_kept_block_before_it() -> None:
     parsed = parse(session())
     view = [m for m in parsed.messages if m.get("tool_call_id") != "t1"]
