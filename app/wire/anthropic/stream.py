@@ -26,16 +26,18 @@ from strategies import Message
 
 class StreamedRound:
     """after: the previous round's reader (None: this is the first round), whose block numbering this one goes on
-    with; before: the usage of the rounds before it (the final message_delta gets the sum, finish).
+    with; before: the usage of the rounds before it, which no event of a round carries (the final message_delta gets
+    the sum of every round's, finish).
     """
 
     def __init__(self, after: StreamedRound | None, before: dict[str, Any] | None = None) -> None:
         self.first = after is None
         self.next_index: int = after.next_index if after is not None else 0
-        self.before = before
         self.indices: dict[int, int | None] = {}  # the upstream's block index -> the client's (None: held back)
-        self.blocks: dict[int, dict[str, Any]] = {}  # the round's blocks as the model writes them
-        self.json: dict[int, list[str]] = {}  # a tool block's input, as its JSON deltas come
+        self.blocks: dict[int, dict[str, Any]] = {}  # the round's blocks as their starts gave them
+        # What deltas add to a block: (index, field) -> the pieces, joined when the round's blocks are read (text,
+        # thinking; a tool's input JSON under "input").
+        self.pieces: dict[tuple[int, str], list[str]] = {}
         self.stop_reason: Any = None
         self.started: dict[str, Any] = {}  # message_start's usage
         self.usage: dict[str, Any] | None = None  # this round's, as last reported
@@ -88,16 +90,13 @@ class StreamedRound:
         if block is None or not isinstance(delta, dict):
             return
         kind = delta.get("type")
-        if kind == "text_delta" and isinstance(delta.get("text"), str):
-            block["text"] = str(block.get("text") or "") + delta["text"]
-        elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            block["thinking"] = str(block.get("thinking") or "") + delta["thinking"]
+        added = _ADDED.get(kind) if isinstance(kind, str) else None
+        if added is not None and isinstance(delta.get(added[0]), str):
+            self.pieces.setdefault((index, added[1]), []).append(delta[added[0]])
         elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
             block["signature"] = delta["signature"]
         elif kind == "citations_delta" and "citation" in delta:
             block["citations"] = [*(block.get("citations") or ()), delta["citation"]]
-        elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            self.json.setdefault(index, []).append(delta["partial_json"])
 
     def _delta(self, data: dict[str, Any]) -> None:
         delta = data.get("delta")
@@ -109,19 +108,24 @@ class StreamedRound:
             self.usage = {**self.started, **{k: v for k, v in usage.items() if v is not None}}
 
     def _round(self) -> list[dict[str, Any]]:
-        """The round's blocks in order, each tool's input read from its JSON deltas."""
+        """The round's blocks in order, as the model wrote them: deltas added, each tool's input read from its JSON."""
         out = []
         for index in sorted(self.blocks):
-            block = self.blocks[index]
-            text = "".join(self.json.get(index, ()))
-            if text.strip():
-                try:
-                    given = orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    given = None
-                block = {**block, "input": given} if isinstance(given, dict) else block
-            out.append(block)
+            block = dict(self.blocks[index])
+            for name in ("text", "thinking"):
+                if (index, name) in self.pieces:
+                    block[name] = str(block.get(name) or "") + "".join(self.pieces[index, name])
+            given = self._input(index)
+            out.append({**block, "input": given} if isinstance(given, dict) else block)
         return out
+
+    def _input(self, index: int) -> Any:
+        """A tool block's input from its JSON deltas; None where it has none, or they are no JSON."""
+        text = "".join(self.pieces.get((index, "input"), ()))
+        try:
+            return orjson.loads(text) if text.strip() else None
+        except orjson.JSONDecodeError:
+            return None
 
     def expand_calls(self) -> list[ModelCall]:
         if self.stop_reason != "tool_use":
@@ -129,11 +133,11 @@ class StreamedRound:
         return [(b.get("id"), self._arguments(i, b)) for i, b in sorted(self.blocks.items()) if is_expand(b)]
 
     def _arguments(self, index: int, block: dict[str, Any]) -> str:
-        text = "".join(self.json.get(index, ()))
-        try:
-            return arguments({"input": orjson.loads(text)}) if text.strip() else arguments(block)
-        except orjson.JSONDecodeError:
-            return text  # the model's, as it wrote it: answered with a tool error
+        text = "".join(self.pieces.get((index, "input"), ()))
+        if not text.strip():
+            return arguments(block)
+        given = self._input(index)
+        return text if given is None else arguments({"input": given})  # not JSON: answered with a tool error
 
     def other_calls(self) -> bool:
         return any(is_client_call(b) for b in self.blocks.values())
@@ -160,6 +164,14 @@ class StreamedRound:
             yield raw + b"\n\n" if fixed == data else _event(name, fixed)
         if "stop" in self.held:
             yield self.held["stop"][0] + b"\n\n"
+
+
+# A delta that adds to its block: its type -> (the delta's field, the block's field it adds to).
+_ADDED = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "input_json_delta": ("partial_json", "input"),
+}
 
 
 def _index(value: Any) -> TypeGuard[int]:
