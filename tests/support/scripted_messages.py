@@ -10,10 +10,12 @@ turns as it wrote it.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -59,6 +61,7 @@ class ScriptedMessages:
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.written: list[bytes] = []  # every turn it wrote, as JSON
+        self.hold: threading.Event | None = None  # set: a stream waits for it before its message_delta
         self.app = Starlette(routes=[Route("/v1/messages", self.handle, methods=["POST"])])
 
     async def handle(self, request: Request) -> Response:
@@ -87,6 +90,8 @@ class ScriptedMessages:
 
         async def events() -> AsyncIterator[bytes]:
             for event in message_events(answer):
+                if event.startswith(b"event: message_delta") and self.hold is not None:
+                    await anyio.to_thread.run_sync(self.hold.wait, 30)  # the round's end, when the test lets it
                 yield event
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"request-id": f"req_{number}"})

@@ -8,6 +8,7 @@ as it wrote them (ScriptedMessages.foreign_turns), tool uses and results paired,
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from bench.compaction.wire_forms import messages_body
 from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL, refs_in
 from tests.factories import agent_loop, output
 from tests.support.metrics import scrape
-from tests.support.scripted_messages import USAGE, Reply, ScriptedMessages, redacted, text, thinking, use
+from tests.support.scripted_messages import Reply, ScriptedMessages, redacted, text, thinking, use
 from tests.support.servers import LoopbackServer
 
 HEADERS = {"X-Compaction-Strategies": "mask(keep=1,epoch=0,min_gain=0)"}
@@ -112,18 +113,19 @@ def valid(model: ScriptedMessages) -> None:
             assert results == (uses if message["role"] == "user" else set()), index
             uses = {b["id"] for b in content if b["type"] == "tool_use"} if message["role"] == "assistant" else set()
             assert index == 0 or payload["messages"][index - 1]["role"] != message["role"], index
-        markers = [
-            b
-            for group in (payload.get("system"), *(m["content"] for m in payload["messages"]))
-            if isinstance(group, list)
-            for b in group
-            if "cache_control" in b
-        ]
-        assert len(markers) <= 4
+        assert len(breakpoints(payload)) <= 4
 
 
-def summed(rounds: int, output_tokens: int) -> dict[str, int]:
-    return {k: v * rounds for k, v in {**USAGE, "output_tokens": output_tokens}.items()}
+def breakpoints(payload: dict[str, Any]) -> list[tuple[Any, int]]:
+    """Where the request's cache_control markers are: (message index, or "system"; block index)."""
+    groups = [("system", payload.get("system")), *enumerate(m["content"] for m in payload["messages"])]
+    return [
+        (where, k)
+        for where, group in groups
+        if isinstance(group, list)
+        for k, b in enumerate(group)
+        if "cache_control" in b
+    ]
 
 
 def test_a_whole_answer_comes_after_the_round_with_the_original_and_summed_usage(
@@ -148,6 +150,9 @@ def test_a_whole_answer_comes_after_the_round_with_the_original_and_summed_usage
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "toolu_x1", "content": output(0, 2000)}],
     }
+    sent = [orjson.dumps(b) for b in blocks(first, "thinking")]
+    assert sent == [orjson.dumps(b) for b in blocks(conversation(), "thinking")]  # the client's, as they came
+    assert breakpoints(first) == breakpoints(conversation()) == [("system", 0), (12, 0)]  # where the client put them
     valid(model)
 
 
@@ -171,7 +176,22 @@ def test_a_stream_runs_on_in_one_message_without_the_internal_call(
     assert (usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (200, 60, 80)
     assert usage.output_tokens == 20
     assert len(model.received) == 2 and orjson.dumps(model.received[1]["messages"][-2]["content"]) == model.written[0]
+    assert model.received[1]["messages"][-1]["content"][0]["content"] == output(0, 2000)  # the original
     valid(model)
+
+
+def test_a_round_the_client_may_see_streams_as_it_comes(model: ScriptedMessages, proxy: LoopbackServer) -> None:
+    model.hold = threading.Event()  # the first round's stream stops before its end
+    with sdk(proxy).messages.stream(**conversation(), extra_headers=HEADERS) as stream:
+        for event in stream:
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                break
+        # Its thinking and text reached the client while the round is still running upstream.
+        assert stream.current_message_snapshot.content[1].text  # type: ignore[union-attr]
+        assert len(model.received) == 1
+        model.hold.set()
+        final = stream.get_final_message()
+    assert final.content[-1].text == f"Found: {FIRST_LINE}"  # type: ignore[union-attr]
 
 
 def next_turn(body: dict[str, Any], content: list[dict[str, Any]], question: str) -> dict[str, Any]:
@@ -226,6 +246,8 @@ def test_the_next_turn_shows_the_round_again_with_its_thinking_in_place(
     assert without_breakpoints(turn_two[: len(round_two)]) == without_breakpoints(round_two)
     assert turn_two[len(round_two)]["content"] == orjson.loads(model.written[1])  # the client's copy of it
     assert turn_two[len(round_two) + 1]["content"][0]["text"] == "Thanks. Now finish the fix."
+    # Its breakpoints where the client put them: the system's and its new question's, none on the proxy's turns.
+    assert breakpoints(model.received[2]) == [("system", 0), (len(turn_two) - 1, 0)]
     valid(model)
 
 
