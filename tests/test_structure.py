@@ -162,6 +162,6 @@ def test_each_module_tested_through_another_names_a_test_module_that_exists_and_
 
 
 def test_the_rule_reads_an_aspect_suffix_and_finds_no_module_for_a_stray_name() -> None:
-    assert _product_for(ROOT / "tests/app/wire/test_anthropic_properties.py") == ROOT / "app/wire/anthropic.py"
+    assert _product_for(ROOT / "tests/app/wire/test_anthropic_properties.py") == ROOT / "app/wire/anthropic/__init__.py"
     assert _product_for(ROOT / "tests/app/test_cache_processes.py") == ROOT / "app/cache/__init__.py"
     assert _product_for(ROOT / "tests/app/wire/test_nothing_here.py") is None

@@ -81,11 +81,17 @@ def cut(events: list[bytes], size: int) -> list[bytes]:
 
 
 def message_events(answer: dict[str, Any]) -> list[bytes]:
-    """The message as Anthropic streams it: thinking_delta and signature_delta, text_delta, input_json_delta."""
+    """The message as Anthropic streams it: thinking_delta and signature_delta, text_delta, input_json_delta; a
+    redacted_thinking block whole in its content_block_start.
+    """
     start = {**answer, "content": [], "stop_reason": None}
     events = [_event("message_start", {"message": start}), _event("ping", {})]
     for index, block in enumerate(answer["content"]):
         kind = block["type"]
+        if kind == "redacted_thinking":  # it comes whole in its start, with no deltas
+            events.append(_event("content_block_start", {"index": index, "content_block": block}))
+            events.append(_event("content_block_stop", {"index": index}))
+            continue
         empty = {"thinking": {"thinking": "", "signature": ""}, "text": {"text": ""}, "tool_use": {"input": {}}}[kind]
         head = {k: v for k, v in block.items() if k not in ("thinking", "signature", "text", "input")}
         events.append(_event("content_block_start", {"index": index, "content_block": {**head, **empty}}))
@@ -102,6 +108,8 @@ def message_events(answer: dict[str, Any]) -> list[bytes]:
         events += [_event("content_block_delta", {"index": index, "delta": delta}) for delta in deltas]
         events.append(_event("content_block_stop", {"index": index}))
     stop = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
-    events.append(_event("message_delta", {"delta": stop, "usage": {"output_tokens": 7}}))
+    events.append(
+        _event("message_delta", {"delta": stop, "usage": {"output_tokens": answer["usage"]["output_tokens"]}})
+    )
     events.append(_event("message_stop", {}))
     return events

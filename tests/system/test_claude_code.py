@@ -55,3 +55,47 @@ def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> Non
     assert any(r["tool_results"] < n for n, r in enumerate(loop))
     assert report["tokens_removed"] > 0
     assert all(r["thinking_blocks"] == r["tool_results"] for r in loop)  # each kept turn with its signed thinking
+
+
+RESUMED_ROUNDS = 300
+
+
+def test_a_resumed_session_of_hundreds_of_results_expands_a_ref_and_finishes() -> None:
+    """Claude Code resumes a session of 300 Bash results: the default chain masks all but the newest, the model
+    expands the first one's stub (the proxy answers it, in the same stream), runs one more command on what it read,
+    and finishes; the round is shown again on Claude Code's next request, the model's turns as it wrote them.
+    """
+    reason = _unavailable()
+    require(reason is None, reason or "")
+    done = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            sys.executable,
+            "-m",
+            "tests.support.claude_code",
+            str(CLAUDE),
+            str(RESUMED_ROUNDS),
+            "resumed",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["returncode"] == 0, report["stderr"]
+    assert json.loads(report["stdout"])["result"].strip().endswith(FINAL)
+    requests = report["requests"]
+    # The expand round, the proxy's request with its result, then Claude Code's after the Bash call it led to.
+    assert len(requests) == 3 and all(r["problems"] == [] for r in requests)
+    assert all(r["expand_offered"] and r["breakpoints"] <= 4 and r["thinking"] for r in requests)
+    first = requests[0]
+    assert first["tool_results"] == RESUMED_ROUNDS and first["stubs"] >= RESUMED_ROUNDS - 40  # mask acted
+    assert requests[1]["expand_calls"] == requests[2]["expand_calls"] == ["toolu_x0001"]  # shown again
+    assert report["expand_rounds"] == 1 and report["not_expandable"] == 0
+    answers = report["answers"]
+    assert len(answers) == 2 and all(a["status"] == 200 for a in answers)
+    assert all(a["headers"]["x-compaction-strategies"] == "minify,mask,window" for a in answers)
+    assert not any("x-compaction-fallback" in a["headers"] for a in answers)

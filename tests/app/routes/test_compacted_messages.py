@@ -14,6 +14,7 @@ import pytest
 
 from app.wire import AnthropicMessages
 from bench.compaction.wire_forms import messages_body, messages_problems
+from strategies.refs import EXPAND_DESCRIPTION, EXPAND_PARAMETERS, EXPAND_TOOL
 from tests.app.conftest import ProxyFactory
 from tests.factories import agent_loop
 from tests.support.messages_upstream import signature
@@ -309,9 +310,12 @@ def test_compact_messages_is_a_dry_run(proxy: LoopbackServer, upstream: StandInU
     assert report["tokens_before"] > report["tokens_after"]
     assert [s["strategy"] for s in report["steps"]] == ["prune_tool_outputs"]
     results = [b for m in report["messages"] for b in m["content"] if b["type"] == "tool_result"]
-    assert "[... output truncated: 3,000 chars in all]" in results[0]["content"]
+    assert "[... output truncated: 3,000 chars in all; call compaction_expand with ref=" in results[0]["content"]
     assert report["messages"][-2] == body["messages"][-2]  # the latest assistant turn whole; its results pruned
     assert messages_problems(body, report) == []
+    # The expand tool it would add, in the Messages API's own shape.
+    tool = {"name": EXPAND_TOOL, "description": EXPAND_DESCRIPTION, "input_schema": EXPAND_PARAMETERS}
+    assert report["added_tools"] == [tool]
     assert upstream.received == []
 
 

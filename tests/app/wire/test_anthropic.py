@@ -84,6 +84,29 @@ def test_a_rewritten_result_goes_back_into_its_user_message_in_order() -> None:
     assert sent["messages"][:2] == session()["messages"][:2]
 
 
+def test_a_breakpoint_is_not_in_the_view_so_a_message_reads_the_same_when_it_moves_and_goes_back_in_place() -> None:
+    body = session()
+    body["messages"][2]["content"][1] = text("note", cache_control=EPHEMERAL)
+    parsed = parse(body)
+    moved = parse(session())  # the same message, its breakpoint elsewhere (Claude Code's moves to the last message)
+    assert parsed.messages[4] == moved.messages[4] == {**parsed.messages[4], "content": [text("note")]}
+    view = list(parsed.messages)
+    view[3] = {**view[3], "content": "short"}  # the result beside it rewritten: the message is rebuilt
+    assert render(parsed, view)["messages"][2]["content"][1] == text("note", cache_control=EPHEMERAL)
+    view[4] = {**view[4], "content": [text("a note")]}  # the text itself rewritten: its breakpoint stays on it
+    assert render(parsed, view)["messages"][2]["content"][1] == text("a note", cache_control=EPHEMERAL)
+
+
+def test_a_prompt_sent_as_a_block_with_a_breakpoint_then_as_a_string_reads_the_same() -> None:
+    block = {"role": "user", "content": [text("Go on.", cache_control=EPHEMERAL)]}  # Claude Code, while it is last
+    later = {"role": "user", "content": "Go on."}  # and on the requests after
+    answered = [*session()["messages"], {"role": "assistant", "content": [text("Fixed.")]}]
+    views = [parse({**session(), "messages": [*answered, m]}).messages[-1] for m in (block, later)]
+    assert views[0] == views[1] and views[0]["content"] == "Go on."
+    parsed = parse({**session(), "messages": [*answered, block]})
+    assert render(parsed, list(parsed.messages))["messages"][-1] == block
+
+
 def test_a_dropped_pair_takes_its_breakpoint_to_the_nearest_kept_block_before_it() -> None:
     parsed = parse(session())
     view = [m for m in parsed.messages if m.get("tool_call_id") != "t1"]

@@ -14,12 +14,18 @@ result, [message index, -1] for the rest of a message, [-1, -1] for `system`. co
 strategy that rewrites a message copies its keys along, so render knows every message's original, changed or not.
 An assistant view's WIRE_KEY also holds, as CARRIED, the text of its thinking blocks: the model reads it (Claude
 Code keeps every turn's thinking), so the token counter counts it, and no strategy reads it as something it could
-shorten.
+shorten. A block's cache_control is not in the view (its part is a copy without it): a breakpoint says where the
+client caches, not what the model reads, and moves from message to message, so a message reads the same on every
+request wherever the client's breakpoints are.
 
 Render: a message whose views all came back unchanged is the original object, so it is written back as it came; a
 changed one is rebuilt from its original, block by block, in the original order (tool results merged back into
 their user message); cache_control.py has the breakpoint rule. Settle, before the result is counted: the latest
 assistant turn, and the one holding the latest `compaction` block (server compaction), are kept whole.
+
+The expand tool (expand, stream, rounds): a round's assistant turn goes as the model wrote it (the blocks in its
+WIRE_KEY), the proxy's results as a user turn of tool_result blocks; a round shown again on a later request takes
+back, from the start of the client's next assistant message, the blocks the client was shown of it.
 """
 
 from __future__ import annotations
@@ -32,18 +38,18 @@ import orjson
 
 from app.edge.errors import ApiError
 from app.settings import Api
+from app.wire.anthropic.expand import TOOL, MessagesExpandTool
+from app.wire.anthropic.rounds import BLOCKS, CARRIED, THINKING, is_expand, shown_again
 from app.wire.base import ExpandTool, Parsed
-from app.wire.cache_control import Placed, breakpoints, settle_breakpoints
+from app.wire.cache_control import CACHE_CONTROL, Placed, breakpoints, settle_breakpoints
 from app.wire.json_body import dump_body, dump_json, parse_object
 from strategies import Message
 from strategies.conversation import tool_calls_of
 from strategies.messages import WIRE_KEY
 
 ORIGIN = "origin"  # in a view message's WIRE_KEY
-CARRIED = "text"  # in WIRE_KEY too: what the token counter counts as unseen text the model reads
 SYSTEM = -1
 REST = -1  # the block index of a view that holds the rest of a message, not one tool result
-THINKING = frozenset({"thinking", "redacted_thinking"})
 COMPACTION = "compaction"  # the block Anthropic's server compaction (compact_20260112) answers with
 # The anthropic-beta value that opts into a model's 1M-token window (the model table's extended_context_window).
 CONTEXT_1M = "context-1m-"
@@ -99,10 +105,10 @@ class AnthropicMessages:
     api: Api = "anthropic"
     upstream_path = "messages"
     error_body = staticmethod(anthropic_error_body)
-    expand: ExpandTool | None = None
 
     def __init__(self, betas: Iterable[str] = ()) -> None:
         self.extended_context = any(beta.strip().startswith(CONTEXT_1M) for beta in betas)
+        self.expand: ExpandTool | None = MessagesExpandTool()
 
     def for_request(self, headers: Mapping[str, str]) -> AnthropicMessages:
         return AnthropicMessages(headers.get("anthropic-beta", "").split(","))
@@ -164,8 +170,13 @@ class AnthropicMessages:
                     groups[origin[0]] = []
                     order.append(origin[0])
                 groups[origin[0]].append(message)
-        for item in order:
-            rebuilt = _new_message(item) if isinstance(item, dict) else _rebuild(parsed, item, groups[item])
+        claimed: dict[int, int] = {}  # an original message's leading blocks an expand round shown again took
+        for n, item in enumerate(order):
+            if isinstance(item, dict):
+                following = next((i for i in order[n + 1 :] if isinstance(i, int)), None)
+                rebuilt: Placed | None = _new_message(parsed, item, following, claimed)
+            else:
+                rebuilt = _rebuild(parsed, item, groups[item], claimed.get(item, 0))
             if rebuilt is not None:
                 placed.append(rebuilt)
         settle_breakpoints(placed, breakpoints(system, parsed.body["messages"]), _fixed_breakpoints(parsed.body))
@@ -176,6 +187,11 @@ class AnthropicMessages:
         body = {**parsed.body, "messages": _merge_turns(placed)}
         if system_out is not system:
             body["system"] = system_out
+        if "tools" not in body and any(is_expand(b) for item in placed for b in item.blocks):
+            # Expand rounds in a request without the tool (the last round, past expand_max_rounds): the API takes
+            # tool_use blocks only in a request that defines tools, so it has the tool, and no tool may be called.
+            body["tools"] = [TOOL]
+            body.setdefault("tool_choice", {"type": "none"})
         return dump_body(body, parsed.stdlib)
 
     def dry_run_fields(self, sent: dict[str, Any]) -> dict[str, Any]:
@@ -214,13 +230,20 @@ def _view(index: int, message: Any) -> tuple[Message, ...]:
     for k, block in enumerate(content):
         call_id = block.get("tool_use_id")
         if role == "user" and block["type"] == "tool_result" and isinstance(call_id, str):
-            result = block.get("content", "")
+            result = _unmarked_parts(block.get("content", ""))
             views.append({"role": "tool", "tool_call_id": call_id, "content": result, WIRE_KEY: {ORIGIN: [index, k]}})
         else:
-            rest.append(block)
+            rest.append(_unmarked(block))
     if rest or not views:
-        views.append({"role": role, "content": rest, WIRE_KEY: {ORIGIN: [index, REST]}})
+        # One plain text block reads as the string it is: a client may send either (Claude Code sends its prompt as
+        # a block while it carries the breakpoint, as a string later).
+        said: Any = rest[0]["text"] if not views and len(rest) == 1 and _plain_text(rest[0]) else rest
+        views.append({"role": role, "content": said, WIRE_KEY: {ORIGIN: [index, REST]}})
     return tuple(views)
+
+
+def _plain_text(block: dict[str, Any]) -> bool:
+    return block.keys() == {"type", "text"} and block["type"] == "text" and isinstance(block["text"], str)
 
 
 def _assistant_view(index: int, content: list[Any]) -> Message:
@@ -233,7 +256,7 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
             function = {"name": block.get("name") if isinstance(block.get("name"), str) else "", "arguments": arguments}
             calls.append({"id": block["id"], "type": "function", "function": function})
             continue
-        parts.append(block)
+        parts.append(_unmarked(block))
         if block["type"] == "thinking" and isinstance(block.get("thinking"), str):
             thinking.append(block["thinking"])
     wire: dict[str, Any] = {ORIGIN: [index, REST]}
@@ -243,6 +266,29 @@ def _assistant_view(index: int, content: list[Any]) -> Message:
     if calls:
         view["tool_calls"] = calls
     return view
+
+
+def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
+    """The block as the view shows it: without its cache breakpoint, which says where the client caches, not what the
+    model reads, and moves from message to message (Claude Code's is on the last one). So a message reads the same on
+    every request, whatever the breakpoints did (the expand rounds' anchors, the prefix report); render writes the
+    original block, breakpoint and all, wherever the view's part stands for it.
+    """
+    return {k: v for k, v in block.items() if k != CACHE_CONTROL} if CACHE_CONTROL in block else block
+
+
+def _unmarked_parts(content: Any) -> Any:
+    if isinstance(content, list) and any(isinstance(p, dict) and CACHE_CONTROL in p for p in content):
+        return [_unmarked(p) if isinstance(p, dict) else p for p in content]
+    return content
+
+
+def _rest_positions(content: list[Any], role: Any) -> list[int]:
+    """Where the blocks of a message's rest view stand in it, as _view splits them: all but a user message's tool
+    results, or an assistant's tool uses.
+    """
+    split, key = ("tool_use", "id") if role == "assistant" else ("tool_result", "tool_use_id")
+    return [k for k, block in enumerate(content) if not (_type(block) == split and isinstance(block.get(key), str))]
 
 
 def _as_function(tool: Any) -> Any:
@@ -273,18 +319,44 @@ def _fixed_breakpoints(body: dict[str, Any]) -> int:
     return count + ("cache_control" in body)
 
 
-def _new_message(message: Message) -> Placed:
-    """A message a strategy made (notes): a user or assistant message of text."""
-    role = "assistant" if message.get("role") == "assistant" else "user"
-    return Placed({"role": role, "content": _text(message)}, [], [])
+def _new_message(parsed: AnthropicParsed, message: Message, following: int | None, claimed: dict[int, int]) -> Placed:
+    """A message no original stands for: an expand round's (app.expansion: its assistant turn, a tool result), or one
+    a strategy made (notes: a user or assistant message of text). following: the original message after it.
+    """
+    role = message.get("role")
+    if role == "tool":  # an expand call's result, in the user turn the API wants it in
+        content = message.get("content")
+        result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": content or ""}
+        return Placed({"role": "user", "content": [result]}, [None], [result])
+    wire = message.get(WIRE_KEY)
+    if role == "assistant" and isinstance(wire, dict) and isinstance(wire.get(BLOCKS), list):
+        blocks = wire[BLOCKS]  # this request's round, as the model wrote it (wire.anthropic.rounds)
+        return Placed({"role": "assistant", "content": blocks}, [None] * len(blocks), blocks)
+    if role == "assistant" and tool_calls_of(message):  # a round shown again: what the client was shown goes back in
+        after = parsed.body["messages"][following] if following is not None else None
+        content = after.get("content") if isinstance(after, dict) and after.get("role") == "assistant" else None
+        offset = claimed.get(following, 0) if following is not None else 0
+        blocks, taken, took = shown_again(message, content if isinstance(content, list) else [], offset)
+        if took and following is not None:
+            claimed[following] = offset + took
+        positions = [None if k is None or following is None else (following, k) for k in taken]
+        return Placed({"role": "assistant", "content": blocks}, positions, blocks)
+    return Placed({"role": "assistant" if role == "assistant" else "user", "content": _text(message)}, [], [])
 
 
-def _rebuild(parsed: AnthropicParsed, index: int, views: list[Message]) -> Placed | None:
+def _rebuild(parsed: AnthropicParsed, index: int, views: list[Message], taken: int = 0) -> Placed | None:
+    """The original message as its views came back; taken: its leading blocks an expand round shown again took."""
     original = parsed.body["messages"][index]
     content = original.get("content")
     made = parsed.views[index]
     if len(views) == len(made) and all(a is b for a, b in zip(views, made, strict=True)):
         blocks = content if isinstance(content, list) else []
+        if taken:
+            if not blocks[taken:]:
+                return None
+            return Placed(
+                {**original, "content": blocks[taken:]}, [(index, k) for k in range(taken, len(blocks))], blocks[taken:]
+            )
         return Placed(original, [(index, k) for k in range(len(blocks))], blocks, untouched=True)
     if isinstance(content, str):
         new = views[0].get("content")
@@ -297,7 +369,7 @@ def _rebuild(parsed: AnthropicParsed, index: int, views: list[Message]) -> Place
             keyed.append((k, 0, _tool_result(content[k], view, made_by_k.get(k))))
         else:
             keyed.extend(_rest_blocks(content, view, made_by_k.get(REST)))
-    keyed.sort(key=lambda item: (item[0], item[1]))
+    keyed = sorted((item for item in keyed if item[0] >= taken), key=lambda item: (item[0], item[1]))
     if not keyed or (original.get("role") == "assistant" and all(_type(b) in THINKING for _, _, b in keyed)):
         return None  # nothing left, or only thinking, its tool uses gone (as settle leaves it): nothing said
     positions = [(index, int(k)) if k == int(k) else None for k, _, _ in keyed]
@@ -330,6 +402,11 @@ def _rest_blocks(content: list[Any], view: Message, made: Message | None) -> lis
     rewritten text where the first text block was, a tool call as its tool_use block (new input if it changed).
     """
     at = {id(block): k for k, block in enumerate(content)}
+    if made is not None and isinstance(made.get("content"), list):
+        # The parts as parse made them (a block's copy without its breakpoint, _unmarked) stand for their blocks.
+        at.update(
+            (id(part), k) for part, k in zip(made["content"], _rest_positions(content, made.get("role")), strict=False)
+        )
     texts = [k for k, block in enumerate(content) if _type(block) == "text"]
     thinking = [k for k, block in enumerate(content) if _type(block) in THINKING]
     # A text with no original goes where the first text was, else after the thinking (which leads a turn).
@@ -342,7 +419,7 @@ def _rest_blocks(content: list[Any], view: Message, made: Message | None) -> lis
         k = at.get(id(part))
         if k is None and _type(part) != "text":
             k = next((j for j, block in enumerate(content) if block == part), None)
-        keyed.append((anchor if k is None else k, n, part))
+        keyed.append((anchor if k is None else k, n, part if k is None else content[k]))
     uses: dict[str, list[int]] = {}
     for k, block in enumerate(content):
         if _type(block) == "tool_use" and isinstance(block.get("id"), str):
