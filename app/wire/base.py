@@ -86,6 +86,8 @@ class ExpandStream(ExpandRound, Protocol):
 class ExpandTool(Protocol):
     """The expand tool in one wire format's shape: offered in a request, its calls found in answers."""
 
+    definition: dict[str, Any]  # the tool as it is added to a request's tools
+
     def offer(self, parsed: Parsed) -> Parsed | None:
         """The request with the tool after the client's own, or None when its fields rule the tool out."""
         ...

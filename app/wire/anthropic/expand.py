@@ -108,6 +108,8 @@ class Answer:
 class MessagesExpandTool:
     """The expand tool as the Messages API carries it (wire.base.ExpandTool)."""
 
+    definition = TOOL
+
     def offer(self, parsed: Parsed) -> Parsed | None:
         body = parsed.body
         tools = body.get("tools")

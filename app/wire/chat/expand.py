@@ -266,6 +266,8 @@ def _event(chunk: dict[str, Any]) -> bytes:
 class ChatExpandTool:
     """The expand tool as chat completions carry it (wire.base.ExpandTool)."""
 
+    definition = TOOL
+
     def offer(self, parsed: Parsed) -> Parsed | None:
         """The request with the expand tool after the client's own, or None when it cannot take it: n > 1 choices,
         legacy `functions` (which cannot be mixed with tools), or a client tool of the same name (whose calls are the

@@ -377,6 +377,8 @@ def _event(data: dict[str, Any]) -> bytes:
 class ResponsesExpandTool:
     """The expand tool as the Responses API carries it (wire.base.ExpandTool)."""
 
+    definition = TOOL
+
     def offer(self, parsed: Parsed) -> Parsed | None:
         """The request with the expand tool after the client's own, or None when it cannot take it: a client tool of
         that name (anywhere: `tools`, namespaces, Codex's additional_tools), `tools` that is no list, a request that

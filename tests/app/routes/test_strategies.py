@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 
 from strategies import BUILTINS
+from strategies.refs import EXPAND_TOOL
 from tests.app.conftest import ProxyFactory
 from tests.support.upstream import StandInUpstream
 
@@ -43,3 +44,17 @@ def test_it_needs_a_proxy_key_like_the_other_compaction_routes(
         refused = httpx.get(f"{proxy.url}/strategies")
         allowed = httpx.get(f"{proxy.url}/strategies", headers={"Authorization": "Bearer k"})
     assert refused.status_code == 401 and allowed.status_code == 200
+
+
+def test_the_expand_tool_is_shown_in_each_wire_formats_own_shape(
+    start_proxy: ProxyFactory, upstream: StandInUpstream
+) -> None:
+    with start_proxy() as proxy:
+        tools = httpx.get(f"{proxy.url}/strategies").json()["expand_tool"]
+    assert set(tools) == {"chat.completions", "responses", "messages"}
+    assert tools["chat.completions"]["function"]["name"] == EXPAND_TOOL  # {type: function, function: {...}}
+    assert tools["responses"]["type"] == "function" and tools["responses"]["name"] == EXPAND_TOOL
+    assert tools["responses"]["strict"] is False
+    assert tools["messages"]["name"] == EXPAND_TOOL and "input_schema" in tools["messages"]
+    with start_proxy(expand_max_rounds=0) as proxy:
+        assert httpx.get(f"{proxy.url}/strategies").json()["expand_tool"] == {}
