@@ -35,8 +35,11 @@ _PATTERNS = (
         rf"This endpoint's maximum context length is {_N} tokens\. However, (?:you requested about {_N} tokens \({_N} "
         r"of text input)?"
     ),
-    # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
-    re.compile(rf"prompt is too long: (?P<prompt_first>\d+) tokens > {_N} maximum"),
+    # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum", and for a prompt that fits but not with its
+    # answer: "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or
+    # `max_tokens` and try again"
+    re.compile(r"prompt is too long: (?P<prompt>\d+) tokens > (?P<limit>\d[\d,]*) maximum"),
+    re.compile(r"input length and `max_tokens` exceed context limit: (?P<prompt>\d+) \+ \d+ > (?P<limit>\d[\d,]*)"),
     # Ollama: "the input length exceeds the context length" (no numbers), and llama.cpp's server below.
 )
 _CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"})
@@ -84,8 +87,8 @@ def parse_overflow(status: int, body: bytes) -> Overflow | None:
         if found is None:
             continue
         numbers = [g for g in found.groups()]
-        if pattern.groupindex:  # Anthropic's: the prompt first, then the limit
-            prompt, limit = _number(numbers[0]), _number(numbers[1])
+        if pattern.groupindex:  # Anthropic's: named, the prompt before the limit
+            prompt, limit = _number(found.group("prompt")), _number(found.group("limit"))
         else:
             limit = _number(numbers[0])
             stated = [_number(n) for n in numbers[1:]]

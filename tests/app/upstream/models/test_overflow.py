@@ -43,6 +43,12 @@ def body(error: dict[str, Any]) -> bytes:
             Overflow(32768, 39000),
         ),
         ("prompt is too long: 210000 tokens > 200000 maximum", None, Overflow(200000, 210000)),  # Anthropic
+        (  # Anthropic, a prompt that fits but not with its max_tokens
+            "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or "
+            "`max_tokens` and try again",
+            None,
+            Overflow(200000, 188240),
+        ),
         ("the input length exceeds the context length", None, Overflow(None, None)),  # Ollama: no numbers
         ("Input is too long.", "context_length_exceeded", Overflow(None, None)),  # the code alone
     ],
