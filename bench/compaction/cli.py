@@ -4,6 +4,8 @@
     python -m bench.compaction --update-docs docs/benchmarks.md  # the same, also rewriting the doc's tables and charts
     python -m bench.compaction --update-readme README.md         # also the README's default-chain table
     python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
+    python -m bench.compaction --wire messages --summary m.json  # another wire form; its figures as JSON, which
+    python -m bench.compaction.forms c.json r.json m.json        # puts such runs side by side (see forms.py)
     python -m bench.compaction --judge-base-url URL --judge-model M  # also ask a model the planted questions
 
 In process, no network (except the optional judge: see judge.py). Every request of every conversation
@@ -14,6 +16,7 @@ the metrics and the approximations.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -28,7 +31,7 @@ from . import default_choice, judge, report
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
-from .report import default_chain
+from .report import default_chain, forms
 from .wire_forms import FORMS
 
 
@@ -134,6 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--update-readme", type=Path, help="rewrite the default-chain table between its markers in this README"
     )
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="also write every chain's figures per corpus as JSON, for python -m bench.compaction.forms",
+    )
     parser.add_argument("--judge-base-url", help="ask this OpenAI-compatible API the planted questions (e.g. .../v1)")
     parser.add_argument("--judge-model", help="the model the judge asks (required with --judge-base-url)")
     parser.add_argument(
@@ -196,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         plan=runners,
         ranked=ranked,
         shipped=shipped,
+        wire=args.wire,
         command=command,
         seconds=time.perf_counter() - started,
         window=limits.context_window,
@@ -206,6 +215,11 @@ def main(argv: list[str] | None = None) -> None:
     print(block)
     if args.update_docs:
         report.update_docs(args.update_docs, block)
+    if args.summary:
+        figures = forms.summary(
+            corpora, results, wire=args.wire, shipped=shipped, command=command, commit=report.commit()
+        )
+        args.summary.write_text(json.dumps(figures, indent=1) + "\n")
     if args.update_readme:
         readme = default_chain.readme_block(corpora, results, ranked, (shipped, runners[shipped]), peer_list, command)
         default_chain.update_readme(args.update_readme, readme)

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.compaction.chains import cases, epoch_pairs
+from bench.compaction.chains import cases, epoch_pairs, shipped_default
 from bench.compaction.cli import SMOKE
 from bench.compaction.report.default_chain import TITLE as DEFAULT_TITLE
 from bench.compaction.report.epochs import TITLE as EPOCHS_TITLE
+from bench.compaction.report.forms import TITLE as FORM_TITLE
 from bench.compaction.wire_forms import FORMS
 from strategies import Registry
 
@@ -91,3 +92,13 @@ def test_smoke_run_reports_every_chain_on_every_corpus_without_violations(wire: 
     for part in tables:
         assert [row["chain"] for row in table(part)] == [f"`{spec}`" for spec in pairs], part
     assert "Chosen by measurement: `" in found[DEFAULT_TITLE]
+    # The expand tool in this form: the default chain masks without the not_expandable fallback (no chain falls
+    # back), and the tool is offered on every request whose compacted messages hold a stub with a ref that resolves.
+    form = found[f"{FORM_TITLE}: {wire}"]
+    assert f"default `{shipped_default()}`" in form
+    assert "Fallbacks over every chain run: none." in form, form
+    offered = {row["corpus"]: row for row in table(form)}
+    for row in offered.values():
+        assert row["fallbacks"] == "0" and row["offered the expand tool"] == row["with a stub"], form
+    agent = offered["synthetic coding agent"]
+    assert int(agent["offered the expand tool"]) > 0 and not agent["expand rounds"].startswith("0 "), form
