@@ -4,6 +4,8 @@
     python -m bench.compaction --update-docs docs/benchmarks.md  # the same, also rewriting the doc's tables and charts
     python -m bench.compaction --update-readme README.md         # also the README's default-chain table
     python -m bench.compaction --smoke                           # tiny sizes, seconds (CI)
+    python -m bench.compaction --wire messages --summary m.json  # another wire form; its figures as JSON, which
+    python -m bench.compaction.forms c.json r.json m.json        # puts such runs side by side (see forms.py)
     python -m bench.compaction --judge-base-url URL --judge-model M  # also ask a model the planted questions
 
 In process, no network (except the optional judge: see judge.py). Every request of every conversation
@@ -14,7 +16,9 @@ the metrics and the approximations.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -28,7 +32,7 @@ from . import default_choice, judge, report
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
 from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
-from .report import default_chain
+from .report import default_chain, forms
 from .wire_forms import FORMS
 
 
@@ -76,6 +80,15 @@ def run(corpora: list[Corpus], runners: dict[str, str], replayer: Replayer) -> d
                 print(f"{corpus.key} x {runner}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
             results.setdefault(corpus.key, []).append(replace(done[runner], chain=spec))
     return results
+
+
+def chosen_cases(every: list[ChainCase], shipped: str, specs: list[str], registry: Registry) -> list[ChainCase]:
+    """none, the shipped default and specs (--chains), each as the main tables list it if they do."""
+    for spec in specs:
+        Chain.parse(spec, registry)
+    listed = {case.spec: case for case in every}
+    wanted = dict.fromkeys(["none", shipped, *specs])
+    return [listed.get(spec, ChainCase(spec, "candidate", "asked for with --chains")) for spec in wanted]
 
 
 def charted(shipped: str, chosen: str | None, peer_list: list[Peer], budget: int) -> list[str]:
@@ -134,6 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--update-readme", type=Path, help="rewrite the default-chain table between its markers in this README"
     )
+    parser.add_argument(
+        "--chains",
+        help="';'-separated chain specs to run, beside none and the shipped default, instead of every chain (a quick "
+        "comparison, e.g. of the wire forms; not with --update-docs or --update-readme, whose tables need them all)",
+    )
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="also write every chain's figures per corpus as JSON, for python -m bench.compaction.forms",
+    )
     parser.add_argument("--judge-base-url", help="ask this OpenAI-compatible API the planted questions (e.g. .../v1)")
     parser.add_argument("--judge-model", help="the model the judge asks (required with --judge-base-url)")
     parser.add_argument(
@@ -156,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--judge-model is required with --judge-base-url")
     if args.judge_max_questions < 1 or args.judge_timeout <= 0:
         parser.error("--judge-max-questions and --judge-timeout must be positive")
+    if args.chains is not None and (args.update_docs or args.update_readme):
+        parser.error("--chains runs a subset: the tables --update-docs and --update-readme rewrite need every chain")
     if args.update_readme and not default_chain.markers_present(args.update_readme):
         parser.error(f"--update-readme: {args.update_readme} has no {default_chain.README_END} marker pair")
 
@@ -176,6 +201,12 @@ def main(argv: list[str] | None = None) -> None:
     corpora = build_corpora(sizes, args.seed, wanted)
     chain_cases = cases(budget, registry, shipped)
     pairs = epoch_pairs(budget)
+    if args.chains is not None:
+        try:
+            chain_cases = chosen_cases(chain_cases, shipped, judge.parse_chains(args.chains), registry)
+        except (ChainSyntaxError, StrategyError) as exc:
+            parser.error(f"--chains: {exc}")
+        pairs = []
     runners = plan(all_specs(chain_cases, pairs), registry)
     results = run(corpora, runners, replayer)
     # The choice is among distinct chains: a spec run as another is the same chain under a second name.
@@ -186,26 +217,36 @@ def main(argv: list[str] | None = None) -> None:
     shown = charted(shipped, chosen.chain if chosen else None, peer_list, budget)
     main_runs = report.main_runs(results, chain_cases)
     names = draw(corpora, main_runs, folder, shown, limits.context_window) if folder and results else []
-    command = "python -m bench.compaction" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
-    block = report.document(
-        corpora,
-        results,
-        chain_cases,
-        pairs=pairs,
-        peers=peer_list,
-        plan=runners,
-        ranked=ranked,
-        shipped=shipped,
-        command=command,
-        seconds=time.perf_counter() - started,
-        window=limits.context_window,
-        default_budget=default_budget,
-        budget=budget,
-        charts=names,
-    )
+    command = shlex.join(["python", "-m", "bench.compaction", *(argv if argv is not None else sys.argv[1:])])
+    if args.chains is not None:
+        # A subset: the main tables compare against chains it did not run, so only the form's section is shown.
+        block = forms.section(corpora, results, shipped, args.wire) + f"\n\n{command}\n"
+    else:
+        block = report.document(
+            corpora,
+            results,
+            chain_cases,
+            pairs=pairs,
+            peers=peer_list,
+            plan=runners,
+            ranked=ranked,
+            shipped=shipped,
+            wire=args.wire,
+            command=command,
+            seconds=time.perf_counter() - started,
+            window=limits.context_window,
+            default_budget=default_budget,
+            budget=budget,
+            charts=names,
+        )
     print(block)
     if args.update_docs:
         report.update_docs(args.update_docs, block)
+    if args.summary:
+        figures = forms.summary(
+            corpora, results, wire=args.wire, shipped=shipped, command=command, commit=report.commit()
+        )
+        args.summary.write_text(json.dumps(figures, indent=1) + "\n")
     if args.update_readme:
         readme = default_chain.readme_block(corpora, results, ranked, (shipped, runners[shipped]), peer_list, command)
         default_chain.update_readme(args.update_readme, readme)

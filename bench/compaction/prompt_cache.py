@@ -15,6 +15,9 @@ Caching, per request against the previous request of the same conversation (what
 - The Messages form (--wire messages) is priced by Anthropic's own rules on the body as sent (BreakpointCache):
   explicit breakpoints, a prefix read only where it ends at an earlier breakpoint within 20 blocks of one of this
   request's, written up to the last breakpoint.
+
+Every upstream request is priced by one of the two (Pricing: PrefixPricing, BreakpointPricing), the client's
+requests and the proxy's expand rounds alike, so a round is billed by the rules its form's provider applies.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import tiktoken
@@ -124,13 +128,14 @@ class ConversationCache:
         # identity skips serialising and hashing them again. Holding the message keeps its id from being reused.
         self._known: dict[int, tuple[Any, bytes, array[int]]] = {}
 
-    def request(self, messages: list[Message], tools_tokens: int | None = None) -> CacheHit:
+    def request(self, messages: list[Message], tools_tokens: int | None = None, *, remember: bool = True) -> CacheHit:
         """tools_tokens: the tool definitions of this request, when they differ from the conversation's (the
         proxy's expand tool is added once a stub holds a ref); tools come first, so a change caches nothing.
+        remember: False for a one-off request the next one is not compared with (the last expand round, sent without
+        the expand tool: the provider still holds the prefix of the request before it, which the next one shares).
         """
-        changed = tools_tokens is not None and tools_tokens != self._head
-        if tools_tokens is not None:
-            self._head = tools_tokens
+        head = self._head if tools_tokens is None else tools_tokens
+        changed = head != self._head
         known: dict[int, tuple[Any, bytes, array[int]]] = {}
         current: list[tuple[bytes, array[int]]] = []
         for message in messages:
@@ -141,16 +146,17 @@ class ConversationCache:
             known[id(message)] = entry
             current.append((entry[1], entry[2]))
         first = not self._previous
-        shared = self._head
+        shared = head
         for (old_key, old), (new_key, new) in zip(self._previous, current, strict=False):
             if old_key != new_key:
                 shared += _common_prefix(old, new)
                 break
             shared += len(new)
-        prompt = self._head + sum(len(tokens) for _, tokens in current) + REPLY_PRIMING
+        prompt = head + sum(len(tokens) for _, tokens in current) + REPLY_PRIMING
         if first or changed:
             shared = 0  # the first request of a conversation (or with other tools) finds nothing cached
-        self._previous, self._known = current, known
+        if remember:
+            self._previous, self._known, self._head = current, known, head
         return CacheHit(prompt, shared, openai_cached(shared))
 
 
@@ -196,6 +202,8 @@ class BreakpointCache:
     - it writes from there to its last breakpoint; what follows its last breakpoint is plain input.
     Blocks are rendered in the API's order (tools, system, messages); a block's identity is its JSON without its
     cache_control, with its message's role, and its tokens are those of the texts it holds (o200k, as counted).
+    Another tool_choice keeps the tools' and the system's entries and misses every message's (the API's rule: the
+    last expand round of a client without tools goes with tool_choice none).
     """
 
     def __init__(self, encoding: tiktoken.Encoding, tools_tokens: int) -> None:
@@ -213,11 +221,15 @@ class BreakpointCache:
             self._tokens[key] = count
         return count
 
-    def request(self, body: dict[str, Any]) -> BreakpointHit:
+    def request(self, body: dict[str, Any], tools_tokens: int | None = None) -> BreakpointHit:
+        """tools_tokens: the tool definitions of this request, as the TokenCounter counts them (the proxy's expand
+        tool comes and goes); None: the conversation's.
+        """
         blocks: list[tuple[str, Any]] = []  # (role, block) in the API's order; tools priced as one head
         system = body.get("system")
         for block in system if isinstance(system, list) else ([{"type": "text", "text": system}] if system else []):
             blocks.append(("system", block))
+        system_blocks = len(blocks)
         framed: list[bool] = []
         for message in body.get("messages", []):
             content = message.get("content")
@@ -232,14 +244,17 @@ class BreakpointCache:
         breakpoints: list[int] = []
         tools = body["tools"] if isinstance(body.get("tools"), list) else []
         current = hashlib.blake2b(message_bytes({"tools": tools}), digest_size=16).digest()
-        total = self._tools_tokens
+        total = self._tools_tokens if tools_tokens is None else tools_tokens
         if any(isinstance(t, dict) and "cache_control" in t for t in tools):
             digests.append(current)
             ends.append(total)
             breakpoints.append(0)
-        for (role, block), first in zip(blocks, framed, strict=True):
+        choice = message_bytes({"tool_choice": body.get("tool_choice")})
+        for n, ((role, block), first) in enumerate(zip(blocks, framed, strict=True)):
             bare = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
             key = hashlib.blake2b(message_bytes({"role": role, "block": bare}), digest_size=16).digest()
+            if n == system_blocks:
+                current = hashlib.blake2b(current + choice, digest_size=16).digest()  # the messages' entries only
             current = hashlib.blake2b(current + key, digest_size=16).digest()
             total += self._count(key, bare) + (MESSAGE_FRAME if first else 0)
             digests.append(current)
@@ -258,3 +273,62 @@ class BreakpointCache:
             written = max(0, ends[cacheable[-1]] - read)
             self._entries.update(digests[b] for b in cacheable)
         return BreakpointHit(total + REPLY_PRIMING, read, written)
+
+
+# --- Pricing: every upstream request of one conversation, by its form's provider's rules ------------------------
+
+
+@dataclass(frozen=True)
+class Priced:
+    """One upstream request as its provider would bill its input, in units of the input price."""
+
+    prompt: int  # tokens of the whole request
+    cached: int  # of those, read from the cache
+    openai: float  # at OpenAI's price for cached input (50%)
+    anthropic: float  # at Anthropic's prices for cache reads and writes
+
+
+class Pricing(Protocol):
+    """One conversation's prompt cache at the provider, request after request, the expand rounds among them."""
+
+    def request(
+        self, messages: list[Message], tools_tokens: int, body: Callable[[], bytes], *, remember: bool = True
+    ) -> Priced:
+        """messages: the request as chat messages (measured); tools_tokens: its tool definitions, counted; body: the
+        bytes that go upstream (called only by a pricing that reads them); remember: False for a one-off request
+        (ConversationCache.request).
+        """
+        ...
+
+
+class PrefixPricing:
+    """OpenAI's automatic prefix cache over the chat messages; Anthropic's prices on the same hits, a breakpoint
+    on the last message of every request (the chat and Responses forms).
+    """
+
+    def __init__(self, tokens: MessageTokens, tools_tokens: int) -> None:
+        self._cache = ConversationCache(tokens, tools_tokens)
+
+    def request(
+        self, messages: list[Message], tools_tokens: int, body: Callable[[], bytes], *, remember: bool = True
+    ) -> Priced:
+        hit = self._cache.request(messages, tools_tokens, remember=remember)
+        return Priced(
+            hit.prompt, hit.cached, billed_openai(hit.prompt, hit.cached), billed_anthropic(hit.prompt, hit.cached)
+        )
+
+
+class BreakpointPricing:
+    """Anthropic's breakpoints over the Messages body as sent (the Messages form); OpenAI's price on the same reads.
+    Every entry a request wrote stays (all within the TTL), so a one-off request needs no care: what it wrote is
+    there, and the next request reads what it shares with any earlier one.
+    """
+
+    def __init__(self, encoding: tiktoken.Encoding, tools_tokens: int) -> None:
+        self._cache = BreakpointCache(encoding, tools_tokens)
+
+    def request(
+        self, messages: list[Message], tools_tokens: int, body: Callable[[], bytes], *, remember: bool = True
+    ) -> Priced:
+        hit = self._cache.request(orjson.loads(body()), tools_tokens)
+        return Priced(hit.prompt, hit.read, billed_openai(hit.prompt, hit.read), hit.billed())

@@ -9,13 +9,16 @@ mutation and byte-for-byte determinism, checked once per conversation), the prom
 model can still see and reach: where a value it needs is behind a stub, the simulated agent's expand rounds
 (bench.compaction.agent), billed, remembered and shown again in later requests as the proxy does. The proxy's
 expand tool counts in the tool definitions of every request it is offered on (a change of tools caches nothing).
+
+Every upstream request is priced by one Pricing per conversation (prompt_cache), by the form's provider's rules:
+the client's requests and each expand round, which is the request the proxy sends after it (wire_forms.round_body:
+the forwarded messages and the rounds so far, with the tool while rounds are left, without it after the last).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import orjson
+from functools import partial
 
 from app.compaction.compactor import Compactor, model_table
 from app.expansion.rounds import Round, round_messages, with_rounds
@@ -24,23 +27,15 @@ from strategies import Chain, Encodings, Message, Registry, encoding_for_model
 from strategies.digests import message_bytes, message_digest, prefix_digests
 from strategies.epochs import answered_at
 from strategies.invariants import compaction_problems
-from strategies.refs import Originals
+from strategies.refs import Originals, stub_refs
 
 from ..compactor import compactor, shipped_settings
 from .agent import expand_limits, read_behind_refs
 from .chains import ChainCase, build
 from .corpora import Conversation, Corpus
-from .prompt_cache import (
-    BreakpointCache,
-    BreakpointHit,
-    CacheHit,
-    ConversationCache,
-    MessageTokens,
-    billed_anthropic,
-    billed_openai,
-)
+from .prompt_cache import BreakpointPricing, MessageTokens, PrefixPricing, Priced, Pricing
 from .visibility import Needs, Seen, conversation_needs
-from .wire_forms import FORMS, MUTATED, WireForm, compact
+from .wire_forms import FORMS, MUTATED, Replayed, WireForm, compact, round_body
 
 MAX_PROBLEMS_KEPT = 5
 NOTHING = Needs((), ())
@@ -75,11 +70,14 @@ class ChainRun:
     rounds: int = 0
     re_expansions: int = 0  # rounds expanding a ref the conversation had expanded before
     tool_changes: int = 0  # requests whose tools differ from the request before's (the expand tool came or went)
+    capped_rounds: int = 0  # rounds after which the proxy asked without the tool (expand_max_rounds reached)
+    # The expand tool: requests it was offered on, and requests whose compacted messages hold a stub with a ref that
+    # resolves in the request, offered or not (counted for reversible chains; offered where stubs are: equal).
+    offered: int = 0
+    stubbed: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)  # requests a step's fallback chain ran on, by reason
 
-    def add(self, before: int, after: int, hit: CacheHit, window: int, anthropic: BreakpointHit | None = None) -> None:
-        """anthropic: the request priced by Anthropic's breakpoint rules (the Messages form); else by the chat
-        form's model of them.
-        """
+    def add(self, before: int, after: int, priced: Priced, window: int) -> None:
         self.requests += 1
         self.tokens_before += before
         self.tokens_after += after
@@ -87,14 +85,16 @@ class ChainRun:
         self.peak_after = max(self.peak_after, after)
         self.over_window_before += before > window
         self.over_window_after += after > window
-        self.cached += hit.cached
-        self.billed_openai += billed_openai(hit.prompt, hit.cached)
-        self.billed_anthropic += anthropic.billed() if anthropic else billed_anthropic(hit.prompt, hit.cached)
+        self.cached += priced.cached
+        self._bill(priced)
 
-    def add_round(self, hit: CacheHit) -> None:
+    def add_round(self, priced: Priced) -> None:
         self.rounds += 1
-        self.billed_openai += billed_openai(hit.prompt, hit.cached)
-        self.billed_anthropic += billed_anthropic(hit.prompt, hit.cached)
+        self._bill(priced)
+
+    def _bill(self, priced: Priced) -> None:
+        self.billed_openai += priced.openai
+        self.billed_anthropic += priced.anthropic
 
     def problem(self, where: str, what: str) -> None:
         self.violations += 1
@@ -152,9 +152,13 @@ class Replayer:
         snapshot = [message_bytes(m) for m in messages]
         tools = conversation.tools or []
         plain_head = counter.count_tools(tools, self.model)
-        offered_head = counter.count_tools([*tools, EXPAND_TOOL], self.model)
-        cache = ConversationCache(self.tokens, plain_head)
-        breakpoints = BreakpointCache(self.encoding, cache.head_tokens) if self.form.breakpoints else None
+        # Every format's expand tool counts as the chat one (its definition in the counter's shape is the same).
+        heads = (counter.count_tools([*tools, EXPAND_TOOL], self.model), plain_head)
+        pricing: Pricing = (
+            BreakpointPricing(self.encoding, plain_head)
+            if self.form.breakpoints
+            else PrefixPricing(self.tokens, plain_head)
+        )
         prefixes = prefix_digests(message_digest(m) for m in messages) if chain.reversible else []
         remembered: list[Round] = []  # the expand rounds, as the proxy remembers them (app.expansion.memory)
         expanded: set[str] = set()
@@ -172,29 +176,31 @@ class Replayer:
             where = f"{conversation.id} request {end}"
             for problem in [*compaction_problems(replayed.seen, result.messages), *replayed.problems]:
                 out.problem(where, problem)
+            if replayed.fallback is not None:
+                out.fallbacks[replayed.fallback] = out.fallbacks.get(replayed.fallback, 0) + 1
             # The proxy offers the expand tool while a stub's ref resolves (app.compaction), and answers its calls
             # from the request as it received it, remembered rounds included.
             offered = replayed.originals
-            new_head = offered_head if offered is not None else plain_head
+            if chain.reversible:
+                out.offered += offered is not None
+                out.stubbed += offered is not None or _resolving_stub(result.messages, Originals(replayed.seen))
+            new_head = heads[0] if offered is not None else plain_head
             out.tool_changes += new_head != head and end != ends[0]
             head = new_head
-            hit = cache.request(result.messages, head)
-            priced = breakpoints.request(orjson.loads(replayed.sent)) if breakpoints is not None else None
-            if priced is not None:
-                hit = CacheHit(priced.prompt, priced.read, priced.read)  # OpenAI's column: the same reads
-            elif hit.prompt != result.tokens_after + head - plain_head:
+            priced = pricing.request(result.messages, head, partial(_sent, replayed))
+            if not self.form.breakpoints and priced.prompt != result.tokens_after + head - plain_head:
                 raise AssertionError(
-                    f"{where}: cache model renders {hit.prompt} tokens, TokenCounter counts {result.tokens_after}"
+                    f"{where}: cache model renders {priced.prompt} tokens, TokenCounter counts {result.tokens_after}"
                 )
-            out.add(result.tokens_before, result.tokens_after, hit, self.limits.context_window, priced)
+            out.add(result.tokens_before, result.tokens_after, priced, self.limits.context_window)
             need = needs.get(end, NOTHING)
             missing = out.seen.check(need, result.messages)
             if offered is not None:
-                calls = self._read(need, missing, result.messages, offered, cache, head, out, expanded)
+                calls = self._read(need, missing, replayed, offered, pricing, heads, out, expanded)
                 remembered += [Round(end, prefixes[end - 1].hex(), (call,)) for call in calls]
             if conversation.id == charted:
                 out.series_tokens.append(result.tokens_after)
-                out.series_cached.append(hit.cached)
+                out.series_cached.append(priced.cached)
             if end == ends[-1]:
                 last, last_sent = replayed.sent, sent
         if ends:
@@ -210,20 +216,37 @@ class Replayer:
         self,
         needs: Needs,
         missing: list[str],
-        compacted: list[Message],
+        replayed: Replayed,
         originals: Originals,
-        cache: ConversationCache,
-        head: int,
+        pricing: Pricing,
+        heads: tuple[int, int],
         out: ChainRun,
         expanded: set[str],
     ) -> list[tuple[str, str]]:
-        """The simulated agent's rounds at this request, each billed as the request it is; returns their calls."""
+        """The simulated agent's rounds at this request, each billed as the request the proxy sends after it (heads:
+        the tools' tokens with the expand tool and without); returns their calls.
+        """
+        compacted = replayed.result.messages
         reading = read_behind_refs(missing, compacted, originals, self.max_rounds, self.max_chars, out.rounds)
-        sent = list(compacted)
-        for call, ref in zip(reading.calls, reading.refs, strict=True):
-            sent += round_messages([call], originals, self.max_chars)
-            out.add_round(cache.request(sent, head))
+        rounds: list[Message] = []
+        for n, (call, ref) in enumerate(zip(reading.calls, reading.refs, strict=True), start=1):
+            rounds += round_messages([call], originals, self.max_chars)
+            # After the last round expand_max_rounds allows, the proxy asks once more without the tool: other tools,
+            # a one-off request (the next one shares its prefix with the round before it).
+            tool = n < self.max_rounds
+            out.capped_rounds += not tool
+            body = partial(round_body, replayed, list(rounds), tool)
+            out.add_round(pricing.request([*compacted, *rounds], heads[0 if tool else 1], body, remember=tool))
             out.re_expansions += ref in expanded
             expanded.add(ref)
         out.seen.reached(needs, reading.found)
         return reading.calls
+
+
+def _sent(replayed: Replayed) -> bytes:
+    return replayed.sent
+
+
+def _resolving_stub(messages: list[Message], originals: Originals) -> bool:
+    """Whether a stub in these messages has a ref the request resolves (where the proxy offers the expand tool)."""
+    return any(originals.resolve(ref) is not None for ref in stub_refs(messages))

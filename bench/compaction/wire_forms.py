@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import orjson
 
 from app.compaction.compactor import Compacted, Compactor
+from app.expansion import Expansion
 from app.settings import DEFAULT_MAX_JSON_DEPTH
 from app.wire import AnthropicMessages, ChatCompletions, Parsed, Responses, WireFormat
 from app.wire.cache_control import MAX_BREAKPOINTS, marker
@@ -45,11 +46,17 @@ class Replayed:
     seen: list[Message]  # the conversation the chain ran over: what the invariants compare its result with
     result: ChainResult  # settled as the proxy settles it
     sent: bytes  # what goes upstream; compacting twice must give the same
-    # What the expand tool's calls resolve from, where the proxy offers the tool with this request (a stub's ref
-    # resolves: Compacted.expansion); None: not offered.
-    originals: Originals | None
-    ms: float  # the proxy's work: parsing the body, then Compactor.compact_sync
     problems: list[str] = field(default_factory=list)  # what the form's own checks found in what goes
+    ms: float = 0.0  # the proxy's work: parsing the body, then Compactor.compact_sync
+    # Where the proxy offers the expand tool with this request (a stub's ref resolves): what its rounds are made of
+    # (Compacted.expansion); None: not offered.
+    expansion: Expansion | None = None
+    fallback: str | None = None  # a step's fallback chain ran instead (its reason, e.g. not_expandable)
+
+    @property
+    def originals(self) -> Originals | None:
+        """What the expand tool's calls resolve from; None: the tool is not offered."""
+        return self.expansion.originals if self.expansion is not None else None
 
 
 class WireForm(Protocol):
@@ -63,7 +70,9 @@ class WireForm(Protocol):
         ...
 
     def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
-        """What the replay measures of the request `raw` (made of `messages`) as the proxy compacted it; ms is 0."""
+        """What the replay measures of the request `raw` (made of `messages`) as the proxy compacted it (compact
+        fills in the time, the expansion and the fallback).
+        """
         ...
 
 
@@ -88,11 +97,18 @@ def compact(
     ms = (time.perf_counter() - started) * 1000
     replayed = form.measured(messages, raw, parsed, compacted)
     mutated = before is not None and [message_bytes(m) for m in parsed.messages] != before
-    return replace(replayed, ms=ms, problems=[*replayed.problems, *([MUTATED] if mutated else [])])
+    problems = [*replayed.problems, *([MUTATED] if mutated else [])]
+    return replace(replayed, ms=ms, problems=problems, expansion=compacted.expansion, fallback=compacted.fallback)
 
 
-def _originals(compacted: Compacted) -> Originals | None:
-    return compacted.expansion.originals if compacted.expansion is not None else None
+def round_body(replayed: Replayed, rounds: list[Message], tool: bool) -> bytes:
+    """What the proxy sends upstream after expand rounds (app.expansion.loop): the messages it forwarded, then the
+    rounds answered so far (app.expansion.rounds.round_messages), rendered by the request's format with the expand
+    tool while rounds are left (tool), without it after the last one expand_max_rounds allows.
+    """
+    expansion = replayed.expansion
+    assert expansion is not None, "rounds follow a request the expand tool was offered on"
+    return expansion.wire.render(expansion.offered if tool else expansion.plain, [*expansion.forwarded, *rounds])
 
 
 class ChatForm:
@@ -105,7 +121,7 @@ class ChatForm:
         return orjson.dumps({**request, "messages": messages})
 
     def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
-        return Replayed(parsed.messages, compacted.result, compacted.body, _originals(compacted), 0.0)
+        return Replayed(parsed.messages, compacted.result, compacted.body)
 
 
 class ResponsesForm:
@@ -126,7 +142,7 @@ class ResponsesForm:
         # Measured as the chain left them: the items a message item and the calls after it become are one message
         # read back, where the chain may have left two.
         chat = replace(result, messages=chat_messages(result.messages))
-        return Replayed(messages, chat, compacted.body, _originals(compacted), 0.0)
+        return Replayed(messages, chat, compacted.body)
 
 
 class MessagesForm:
@@ -140,7 +156,7 @@ class MessagesForm:
 
     def measured(self, messages: list[Message], raw: bytes, parsed: Parsed, compacted: Compacted) -> Replayed:
         problems = messages_problems(orjson.loads(raw), orjson.loads(compacted.body))
-        return Replayed(parsed.messages, compacted.result, compacted.body, _originals(compacted), 0.0, problems)
+        return Replayed(parsed.messages, compacted.result, compacted.body, problems)
 
 
 def chat_messages(messages: list[Message]) -> list[Message]:

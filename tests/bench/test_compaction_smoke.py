@@ -7,6 +7,7 @@ exactly (uncompacted and lossless chains keep them all, no chain loses every one
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.compaction.chains import cases, epoch_pairs
+from bench.compaction.chains import cases, epoch_pairs, shipped_default
 from bench.compaction.cli import SMOKE
 from bench.compaction.report.default_chain import TITLE as DEFAULT_TITLE
 from bench.compaction.report.epochs import TITLE as EPOCHS_TITLE
+from bench.compaction.report.forms import TITLE as FORM_TITLE
 from bench.compaction.wire_forms import FORMS
 from strategies import Registry
 
@@ -91,3 +93,58 @@ def test_smoke_run_reports_every_chain_on_every_corpus_without_violations(wire: 
     for part in tables:
         assert [row["chain"] for row in table(part)] == [f"`{spec}`" for spec in pairs], part
     assert "Chosen by measurement: `" in found[DEFAULT_TITLE]
+    # The expand tool in this form: the default chain masks without the not_expandable fallback (no chain falls
+    # back), and the tool is offered on every request whose compacted messages hold a stub with a ref that resolves.
+    form = found[f"{FORM_TITLE}: {wire}"]
+    assert f"default `{shipped_default()}`" in form
+    assert "Fallbacks over every chain run: none." in form, form
+    offered = {row["corpus"]: row for row in table(form)}
+    for row in offered.values():
+        assert row["fallbacks"] == "0" and row["offered the expand tool"] == row["with a stub"], form
+    agent = offered["synthetic coding agent"]
+    assert int(agent["offered the expand tool"]) > 0 and not agent["expand rounds"].startswith("0 "), form
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_forms_put_runs_of_a_chain_subset_side_by_side(tmp_path: Path) -> None:
+    # --chains runs none, the shipped default and the chains named; bench.compaction.forms lines the runs up per
+    # corpus, each cell one figure per form in the order the summaries were given.
+    summaries = []
+    for wire in ("chat", "messages"):
+        summary = tmp_path / f"{wire}.json"
+        ran = bench(
+            "bench.compaction", "--smoke", "--corpora", "agent,chat", "--wire", wire, "--chains", "mask(keep=5)",
+            "--summary", str(summary),
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert f"#### {FORM_TITLE}: {wire}" in ran.stdout and "'mask(keep=5)'" in ran.stdout, ran.stdout
+        chains = {c["key"]: sorted(c["chains"]) for c in json.loads(summary.read_text())["corpora"]}
+        assert chains == {key: sorted(["none", shipped_default(), "mask(keep=5)"]) for key in ("agent", "chat")}
+        summaries.append(str(summary))
+    doc = tmp_path / "benchmarks.md"
+    from bench.compaction.report.forms import BEGIN, END
+
+    doc.write_text(f"before\n{BEGIN}\nold\n{END}\nafter\n")
+    joined = bench("bench.compaction.forms", *summaries, "--update-docs", str(doc))
+    assert joined.returncode == 0, joined.stderr
+    rows = {row["corpus"]: row for row in table(joined.stdout)}
+    assert sorted(rows) == ["synthetic coding agent", "synthetic planning chat"], joined.stdout
+    agent = rows["synthetic coding agent"]
+    per_form = [float(n) for n in agent["expand rounds per request"].split(" / ")]
+    assert len(per_form) == 2 and all(n > 0 for n in per_form), agent
+    assert agent["fallbacks"] == "0 / 0", agent
+    written = doc.read_text()
+    assert written.startswith("before\n") and written.endswith("after\n") and "old" not in written
+    assert agent["prompt tokens"] in written
+
+
+def test_a_chain_subset_cannot_rewrite_the_full_tables(tmp_path: Path) -> None:
+    ran = bench("bench.compaction", "--smoke", "--chains", "mask", "--update-docs", str(tmp_path / "x.md"))
+    assert ran.returncode == 2 and "--chains runs a subset" in ran.stderr
+    bad = bench("bench.compaction", "--smoke", "--chains", "mask(nope=1)")
+    assert bad.returncode == 2 and "--chains:" in bad.stderr
