@@ -158,5 +158,5 @@ def side_by_side(summaries: list[dict[str, Any]]) -> str:
         ]
         lines.append("| " + " | ".join(row) + " |")
     commits = sorted({s["commit"] for s in summaries})
-    lines += ["", f"From {', '.join(commits)}:", "", "```", *(s["command"] for s in summaries), "```"]
+    lines += ["", f"Run at {', '.join(commits)}, with:", "", "```", *(s["command"] for s in summaries), "```"]
     return "\n".join(lines) + "\n"
