@@ -30,7 +30,7 @@ from strategies.context import Context
 
 from . import default_choice, judge, report
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
-from .corpora import Corpus, bfcl, synthetic_agent, synthetic_chat, tau
+from .corpora import Corpus, bfcl, swe, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
 from .report import default_chain, forms
 from .wire_forms import FORMS
@@ -40,6 +40,7 @@ from .wire_forms import FORMS
 class Sizes:
     tau: int | None  # conversations (None: all 200)
     bfcl: int | None  # entries (None: all 200)
+    swe: int | None  # sessions (None: all the file holds)
     agent_sessions: int
     agent_calls: int
     chat_sessions: int
@@ -47,15 +48,16 @@ class Sizes:
     budget: int
 
 
-FULL = Sizes(None, None, 8, 240, 8, 200, 32_000)
-SMOKE = Sizes(4, 3, 1, 60, 1, 60, 8_000)
-CORPORA = ("tau", "bfcl", "agent", "chat")
+FULL = Sizes(None, None, None, 8, 240, 8, 200, 32_000)
+SMOKE = Sizes(4, 3, 3, 1, 60, 1, 60, 8_000)
+CORPORA = ("tau", "bfcl", "swe", "agent", "chat")
 
 
-def build_corpora(sizes: Sizes, seed: int, wanted: list[str]) -> list[Corpus]:
+def build_corpora(sizes: Sizes, seed: int, wanted: list[str], swe_data: Path = swe.DATA) -> list[Corpus]:
     builders = {
         "tau": lambda: tau.load(sizes.tau),
         "bfcl": lambda: bfcl.load(sizes.bfcl),
+        "swe": lambda: swe.load(sizes.swe, swe_data),
         "agent": lambda: synthetic_agent.generate(sizes.agent_sessions, sizes.agent_calls, seed),
         "chat": lambda: synthetic_chat.generate(sizes.chat_sessions, sizes.chat_exchanges, seed),
     }
@@ -140,6 +142,13 @@ def main(argv: list[str] | None = None) -> None:
         "breakpoint rules)",
     )
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated subset of {','.join(CORPORA)}")
+    parser.add_argument(
+        "--swe-data",
+        type=Path,
+        default=swe.DATA,
+        help="the real SWE-agent sessions to replay as the swe corpus, as scripts/convert_swe_traj.py writes them "
+        f"(default {swe.DATA.relative_to(swe.DATA.parents[3])}; skipped where it is missing)",
+    )
     parser.add_argument("--charts", type=Path, help="write the PNG charts into this folder")
     parser.add_argument(
         "--update-docs", type=Path, help="rewrite the generated part of this markdown file, charts beside it"
@@ -198,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     replayer = Replayer(args.model, registry, FORMS[args.wire])
     limits = replayer.limits
     default_budget = default_total(Context(model=args.model, tokens=replayer.compactor().counter, limits=limits))
-    corpora = build_corpora(sizes, args.seed, wanted)
+    corpora = build_corpora(sizes, args.seed, wanted, args.swe_data)
     chain_cases = cases(budget, registry, shipped)
     pairs = epoch_pairs(budget)
     if args.chains is not None:

@@ -17,6 +17,7 @@ import pytest
 
 from bench.compaction.chains import cases, epoch_pairs, shipped_default
 from bench.compaction.cli import SMOKE
+from bench.compaction.corpora import swe
 from bench.compaction.report.default_chain import TITLE as DEFAULT_TITLE
 from bench.compaction.report.epochs import TITLE as EPOCHS_TITLE
 from bench.compaction.report.forms import TITLE as FORM_TITLE
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TITLES = (
     "tau-bench airline (real)",
     "BFCL v4 multi-turn long-context (executed)",
+    "SWE-agent runs (real)",
     "synthetic coding agent",
     "synthetic planning chat",
 )
@@ -71,6 +73,10 @@ def test_smoke_run_reports_every_chain_on_every_corpus_without_violations(wire: 
         if title.startswith("BFCL") and importlib.util.find_spec("bfcl_eval") is None:
             # bfcl-eval is an optional bench dependency: without it the corpus says why it is left out.
             assert "Skipped: bfcl-eval is not installed" in section
+            continue
+        if title.startswith("SWE-agent") and not swe.DATA.exists():
+            # No sample shipped yet (corpora/swe.py): the corpus says where it looked.
+            assert f"Skipped: {swe.DATA} not found" in section
             continue
         rows = table(section)
         assert [row["chain"] for row in rows] == chains, title
