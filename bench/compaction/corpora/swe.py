@@ -1,9 +1,10 @@
 """(e) SWE-agent runs: real coding-agent sessions on GitHub issues, in OpenAI's tool-calling form.
 
 Written once by scripts/convert_swe_traj.py from SWE-agent's .traj files (its docstring says how each shape is
-read). The project does not ship a sample yet: bench/compaction/data/ gets one, with its licence beside it, once
-the data is laid in shared/data (docs/benchmarks.md, Corpora); until then the corpus is skipped, or read from
-the file `--swe-data` names. The sessions carry no tool definitions, so, as with tau-bench, none are counted.
+read). The project does not ship a sample yet: one goes into bench/compaction/data/ with its licence beside it,
+as tau-bench's did (docs/benchmarks.md, Corpora, says where the data comes from); until then the corpus is
+skipped, or read from the file `--swe-data` names. The sessions carry no tool definitions, so, as with tau-bench,
+none are counted.
 """
 
 from __future__ import annotations
