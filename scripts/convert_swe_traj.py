@@ -3,6 +3,11 @@
     python scripts/convert_swe_traj.py --git-dir DIR [--rev REV] [--repo OWNER/NAME] [--limit N] --out FILE PATH...
     python scripts/convert_swe_traj.py --out FILE some/run/*.traj          # files on disk
 
+The sample measured in docs/benchmarks.md (19 sessions of SWE-agent's own repository, MIT), from a mirror of it:
+
+    python scripts/convert_swe_traj.py --git-dir MIRROR --rev 0772c99 --repo princeton-nlp/SWE-agent \
+        --out swe-agent-trajectories.json.gz trajectories tests/test_data/trajectories
+
 Each PATH is a .traj file, or a folder searched for them (in the git tree at REV with --git-dir). A .traj holds
 the agent's `history`: the messages it sent the model. Two shapes are read:
 
