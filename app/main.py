@@ -109,7 +109,11 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         gc.collect()
         gc.freeze()
         readiness.start()
-        logger.info("forwarding to %s", printable_url(settings.upstream_base_url))
+        logger.info(
+            "forwarding to %s (chat completions, Responses) and %s (Messages)",
+            printable_url(settings.upstream_base_url),
+            printable_url(settings.anthropic_base_url),
+        )
         try:
             yield
         finally:

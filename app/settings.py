@@ -116,8 +116,10 @@ class Settings(BaseSettings):
         "epochs' jump points per conversation prefix, each entry charged 64 more); 0: none.",
     )
     log_level: str = Field("info", description="debug, info, warning or error.")
-    log_format: Literal["json", "text"] = Field(
-        "json", description="json: one JSON object per line; text: one human-readable line per record."
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="json: one JSON object per line; text: one human-readable line per record; auto: text when "
+        "the log (stderr) is a terminal, json otherwise.",
     )
     # NoDecode: the environment gives a comma-separated list, not JSON (see _key_list).
     api_keys: Annotated[list[SecretStr], NoDecode] = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,11 +12,14 @@ from pydantic import ValidationError
 from uvicorn.config import STARTUP_FAILURE
 
 from app.main import ConfigError, create_app
+from app.server.banner import banner
 from app.server.connections import raise_open_file_limit
 from app.server.logs import configure_logging
 from app.server.serve import DrainingServer, exit_cleanly_after_drain, server_config
 from app.server.workers import run_workers
 from app.settings import Settings
+
+logger = logging.getLogger("compaction_proxy.server")
 
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
@@ -41,7 +45,11 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
     )
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", choices=["json", "text"], help="json (default) or text")
+    parser.add_argument(
+        "--log-format",
+        choices=["auto", "json", "text"],
+        help="auto (default: text on a terminal), json or text",
+    )
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes serving the port (default 1)")
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
@@ -61,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ConfigError, ValueError) as exc:
         sys.exit(f"compaction-proxy: invalid settings: {exc}")
     configure_logging(settings.log_level, settings.log_format)
+    for line in banner(settings):
+        logger.info("%s", line)
     exit_cleanly_after_drain()
     config = server_config(app, settings)
     # Per process (workers inherit the limit): the client connections, the upstream pool, a burst of accepted

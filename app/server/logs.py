@@ -84,12 +84,22 @@ class _ProxyHandler(logging.StreamHandler[TextIO]):
     """Marks the handler configure_logging installed, so a second call replaces it instead of adding one."""
 
 
+def resolved_format(fmt: str, stream: TextIO) -> str:
+    """auto: text for a person at a terminal, json for whatever collects the output (a file, a pipe, docker)."""
+    if fmt != "auto":
+        return fmt
+    try:
+        return "text" if stream.isatty() else "json"
+    except ValueError:  # a closed stream
+        return "json"
+
+
 def configure_logging(level: str, fmt: str = "json") -> None:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, _ProxyHandler)]:
         root.removeHandler(handler)
     handler = _ProxyHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JsonFormatter() if resolved_format(fmt, sys.stderr) == "json" else TextFormatter())
     handler.addFilter(RedactSecrets())
     root.addHandler(handler)
     root.setLevel(level.upper())

@@ -27,16 +27,18 @@ def printable_url(url: str) -> str:
     return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
 
 
+def base_urls(settings: Settings) -> dict[Api, str]:
+    """Where each API's requests go: a format's upstream_path is joined to its API's base URL with a `/`."""
+    return {"openai": settings.upstream_base_url, "anthropic": f"{settings.anthropic_base_url}/v1"}
+
+
 class Upstream:
     """Sends requests to `{upstream_base_url}/{path}`, or Anthropic's `{anthropic_base_url}/v1/{path}`. The base
     URLs are fixed by configuration: no request can choose where it is forwarded, so the proxy is never an open relay.
     """
 
     def __init__(self, settings: Settings, keys: Keys, metrics: Metrics) -> None:
-        self.base_urls: dict[Api, str] = {
-            "openai": settings.upstream_base_url,
-            "anthropic": f"{settings.anthropic_base_url}/v1",
-        }
+        self.base_urls = base_urls(settings)
         self.keys = keys
         self.metrics = metrics
         timeout = httpx.Timeout(

@@ -99,7 +99,9 @@ def test_start_up_names_the_upstream_without_credentials_and_a_404_without_v1_ge
     assert answer.status_code == 404
     assert answer.json() == not_found  # unchanged
     messages = [json.loads(line)["message"] for line in proxy.lines]
-    assert f"forwarding to {upstream.url}" in messages  # type: ignore[attr-defined]
+    [forwarding] = [m for m in messages if m.startswith("forwarding to ")]
+    assert forwarding.startswith(f"forwarding to {upstream.url} (chat completions")  # type: ignore[attr-defined]
+    assert f"  /v1/chat/completions -> {upstream.url}/chat/completions" in messages  # type: ignore[attr-defined]
     [hint] = [m for m in messages if "does not end in /v1" in m]
     assert f"want {upstream.url}/v1" in hint  # type: ignore[attr-defined]
     assert not [line for line in proxy.lines if "sk-in-url-secret" in line]
