@@ -13,7 +13,7 @@ each window and room share and prints, per request on average:
   as a multiple of the tokens the conversation grew by (1.0: only the new messages);
 - degraded: the share of requests that changed their prefix.
 
-docs/strategies.md#room gives the figures and the rule chosen from them (strategies.budget.growth_room).
+docs/strategies.md#room-for-growth gives the figures and the rule chosen from them (strategies.budget.growth_room).
 """
 
 from __future__ import annotations

@@ -75,10 +75,10 @@ SMALL_WINDOW = 32_768
 
 def growth_room(ctx: Context, limit: int) -> int:
     """Tokens a degradation (mask: strategies.degrade) leaves free below `limit` for the growth until the next one.
-    Measured (python -m bench.room, docs/strategies.md#room-for-growth): on windows up to SMALL_WINDOW, a quarter
-    keeps about a third more of an agent's results than half, for a prefix cache recomputing about 1.5x the
-    tokens; an eighth adds a few more results at twice that again. Larger windows keep half: there a prefix read
-    again costs the most, and the benchmark's default-chain figures were measured with it.
+    Measured (python -m bench.room, docs/strategies.md#room-for-growth): on windows of 2k to 16k, a quarter keeps
+    8 to 14 points more of an agent's results in view than half, for a prefix cache recomputing 1.3 to 1.6 times
+    the tokens; an eighth adds 4 to 6 points more at 1.3 to 1.5 times that again. Larger windows keep half: there
+    a prefix read again costs the most, and the benchmark's default-chain figures were measured with it.
     """
     return limit // 4 if ctx.limits.context_window <= SMALL_WINDOW else limit // 2
 
