@@ -10,10 +10,11 @@ least it takes, in this order, each step only while the request is still over:
    the newest result alone (the latest assistant turn's arguments stay as the model wrote them: that turn goes
    back whole in some wire formats, Anthropic's signed thinking);
 4. the oldest units go whole (a call with all its results, pairs intact; older turns' messages), oldest first,
-   never the newest call's unit nor anything after it, and one message says what was left out, with the ref of
-   an index of those calls (strategies.refs.left_out_ref) where the request can expand refs;
-5. the newest result is cut head and tail with a ref, as much as it takes (a single result larger than the
-   window).
+   never the newest call's unit (without calls, the latest assistant turn's) nor anything after it, and one
+   message says what was left out, with the ref of an index of those calls (strategies.refs.left_out_ref) where
+   the request can expand refs;
+5. the newest result is cut head and tail with a ref, as much as it takes to fit the limit (a single result
+   larger than the window); never to leave room.
 Pinned messages (strategies.layout) are never touched. Deterministic; every count is of one message.
 """
 
@@ -108,17 +109,22 @@ def fit_masked(messages: list[Message], ctx: Context, keep: int, limit: int, tar
     details: dict[str, Any] = {"target": target, "whole": whole, "masked": work.stubbed}
     out = work.out
     if work.tokens > target:
-        out, left = _leave_out(work, pairs, target)
+        out, left = _leave_out(work, pairs, limit, target)
         details.update(left)
     details["arguments_shortened"] = work.shortened
     return Applied(out, details)
 
 
-def _leave_out(work: _Masking, pairs: list[ToolPair], target: int) -> tuple[list[Message], dict[str, Any]]:
-    """Step 4, then step 5 if that is not enough."""
+def _leave_out(work: _Masking, pairs: list[ToolPair], limit: int, target: int) -> tuple[list[Message], dict[str, Any]]:
+    """Step 4 down to `target`, then step 5 if that is not enough, down to `limit` only: the newest result is not cut
+    to make room for growth.
+    """
     ctx = work.ctx
     layout = Layout.of(work.out, ctx)
-    newest = layout.unit_of()[pairs[-1].call_index] if pairs else len(layout.units)
+    # Never the newest call's unit nor what follows it; without calls, never the latest assistant turn (some wire
+    # formats send it back whole whatever the chain did).
+    last = pairs[-1].call_index if pairs else work.latest
+    newest = layout.unit_of()[last] if last >= 0 else len(layout.units)
     removable = [p for p in layout.removable if p < newest]
     left = _LeftOut(work)
     tokens, marker_tokens = work.tokens, 0
@@ -131,10 +137,10 @@ def _leave_out(work: _Masking, pairs: list[ToolPair], target: int) -> tuple[list
         marker_tokens = ctx.count_message(left.marker())
     tokens += marker_tokens
     details: dict[str, Any] = {"left_out_units": left.units, "left_out_messages": len(left.gone)}
-    if tokens > target and pairs:
-        tokens = _cut_newest(work, pairs[-1], tokens, target)
+    if tokens > limit and pairs:
+        tokens = _cut_newest(work, pairs[-1], tokens, limit)
         details["newest_cut"] = True
-    details["overflow"] = tokens > target
+    details["overflow"] = tokens > limit
     if not left.gone:
         return work.out, details
     out = [m for i, m in enumerate(work.out) if i not in left.gone]
