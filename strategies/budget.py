@@ -56,6 +56,33 @@ def default_total(ctx: Context, reserve: int | None = None) -> int:
     return max(0, ctx.limits.context_window - reserve - safety_margin(ctx))
 
 
+def question_allowance(ctx: Context) -> int:
+    """What the default kept-turns budget leaves for a last user message shorter than this (default_budget)."""
+    return ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
+
+
+def window_total(ctx: Context) -> int:
+    """The most prompt tokens a request may have for window's default budget to keep every unit of it: the default
+    total less the question allowance (a question longer than that is counted in both). A strategy before window
+    that keeps its request within this is never undone by window's cut, which goes to half its budget.
+    """
+    return max(0, default_total(ctx) - question_allowance(ctx))
+
+
+# Windows up to this many tokens get a quarter of the limit as room, larger ones half (growth_room).
+SMALL_WINDOW = 32_768
+
+
+def growth_room(ctx: Context, limit: int) -> int:
+    """Tokens a degradation (mask: strategies.degrade) leaves free below `limit` for the growth until the next one.
+    Measured (python -m bench.room, docs/strategies.md#room-for-growth): on windows of 2k to 16k, a quarter keeps
+    8 to 14 points more of an agent's results in view than half, for a prefix cache recomputing 1.3 to 1.6 times
+    the tokens; an eighth adds 4 to 6 points more at 1.3 to 1.5 times that again. Larger windows keep half: there
+    a prefix read again costs the most, and the benchmark's default-chain figures were measured with it.
+    """
+    return limit // 4 if ctx.limits.context_window <= SMALL_WINDOW else limit // 2
+
+
 def steady_and_question(layout: Layout) -> tuple[frozenset[int], frozenset[int]]:
     """Units pinned for the whole conversation (system/developer messages and the first unit), and the unit of
     the last user message, which is pinned only until the next user message arrives and so is walked too.
@@ -74,7 +101,7 @@ def default_budget(layout: Layout, steady: frozenset[int], question: frozenset[i
     the steady units and the question alone overflow that total.
     """
     total = default_total(ctx)
-    allowance = ctx.limits.context_window * QUESTION_ALLOWANCE_PERCENT // 100
+    allowance = question_allowance(ctx)
     budget = max(0, total - layout.cost(steady) - max(sum(layout.tokens[q] for q in question), allowance))
     return budget, layout.cost(steady | question) > total
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .digests import message_digest
 from .messages import REPLY_PRIMING, Message
 from .models import DEFAULT_LIMITS, ModelLimits
-from .refs import ref_of, refs_in
+from .refs import stands_for
 
 CLOCK_EVERY = 64
 MAX_REWRITES = 8  # lossless rewrites of one text in a chain (minify twice, say); a cycle stops here
@@ -148,8 +148,7 @@ class Context:
             if source is None:
                 break
             text = source
-        held = refs_in(text)
-        return held[0] if held else ref_of(text)
+        return stands_for(text)
 
     def digest(self, message: Message) -> bytes:
         """The message's content digest (strategies.digests), computed once per message object per request."""

@@ -28,9 +28,12 @@ breaks nothing, and starts the next epoch.
 
 Limits. fit and middle_out exist to keep a request under a limit, so no jump of theirs is optional: they jump
 only when the request would pass it (and have no epoch or min_gain), and their cut then leaves `room` tokens
-free below the limit, so the next jump comes that much growth later at the earliest. shorten_tools, when the
-request would pass its limit between two of its epochs, cuts like fit: the oldest whole units of what it sends
-go until half the limit is free. So a request is never forwarded over the limit while its pinned messages fit.
+free below the limit, so the next jump comes that much growth later at the earliest. mask, when the request would
+pass its limit, jumps there whatever its epoch, and its rule degrades in order to the limit less its room
+(strategies.degrade: more stubs, shortened arguments, then the oldest units left out behind one stub with a ref).
+shorten_tools, when the request would pass its limit between two of its epochs, cuts like fit: the oldest whole
+units of what it sends go until half the limit is free. So a request is never forwarded over the limit while its
+pinned messages fit.
 
 The other strategies that could move a boundary already move it in steps of their own, which the benchmark
 shows pay for the cache: window and notes cut to `low_water` of their budget, clear_tool_uses clears all it
@@ -112,6 +115,9 @@ class EpochStrategy(Strategy[P]):
     """
 
     jumps_at_limit_only: ClassVar[bool] = False
+    # The rule itself brings a request under the limit less the room (mask degrades: strategies.degrade): a request
+    # over the limit evaluates the rule there, whatever the epoch, and no whole unit is cut after it.
+    rule_fits_limit: ClassVar[bool] = False
 
     @abstractmethod
     def compact(self, messages: list[Message], ctx: Context) -> Applied:

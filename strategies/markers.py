@@ -7,7 +7,10 @@ names exported here (same_as_call) and in strategies.refs (refs_in, stub_refs), 
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .refs import how_to_expand
 
@@ -29,6 +32,28 @@ def truncate_middle(text: str, size: int, ref: str | None) -> str:
     stub = f"[... {n - size:,} of {n:,} chars elided{_how(ref, 'them all')} ...]"
     shortened = f"{text[:head]}{stub}{text[n - tail :] if tail else ''}"
     return shortened if len(shortened) < n else text
+
+
+def shorten_arguments(arguments: str, size: int, ref_for: Callable[[str], str | None]) -> str:
+    """Truncate the long strings inside JSON arguments (truncate_middle), keeping the arguments valid JSON; arguments
+    that are no JSON are returned as they are.
+    """
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return arguments
+
+    def shorten(value: Any) -> Any:
+        if isinstance(value, str):
+            return truncate_middle(value, size, ref_for(value)) if len(value) > size else value
+        if isinstance(value, list):
+            return [shorten(v) for v in value]
+        if isinstance(value, dict):
+            return {k: shorten(v) for k, v in value.items()}
+        return value
+
+    shortened = shorten(data)
+    return arguments if shortened == data else json.dumps(shortened, ensure_ascii=False)
 
 
 # --- Each strategy's stub --------------------------------------------------------------------------------------
@@ -75,3 +100,18 @@ def repeated(n: int) -> str:
 def shown_to_the_user(label: str, options: int) -> str:
     """trim_bulky: the long-chat recipe's stub for bulky output the user has seen."""
     return f"[{label} ({options} options) shown to the user; omitted]"
+
+
+def left_out(tools: Mapping[str, int], others: int, chars: int, ref: str | None) -> str:
+    """mask past its limit: the oldest tool calls (and messages between them) left out whole, with the ref of their
+    index (strategies.refs.left_out_ref). tools: how many calls of each tool, most first.
+    """
+    calls = sum(tools.values())
+    what = []
+    if calls:
+        named = ", ".join(f"{name or 'tool'} {count}" for name, count in list(tools.items())[:6])
+        more = ", ..." if len(tools) > 6 else ""
+        what.append(f"{calls:,} earlier tool call{'s' if calls != 1 else ''} ({named}{more}) with their results")
+    if others:
+        what.append(f"{others:,} {'other ' if calls else 'earlier '}message{'s' if others != 1 else ''}")
+    return f"[{' and '.join(what)}, {chars:,} chars, left out to fit the context window{_how(ref, 'which')}]"

@@ -11,11 +11,13 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from .base import CHAIN, Applied, Params
+from .budget import growth_room, window_total
 from .chain_syntax import fallback_chain
 from .context import Context
-from .conversation import CallIndex, find_pairs, message_text, with_message_text
+from .conversation import find_pairs, message_text, with_message_text
+from .degrade import fit_masked
 from .epochs import EpochStrategy, epoch_field, min_gain_field
-from .markers import elided, truncate_middle
+from .markers import truncate_middle
 from .messages import Message
 from .unavailable import Unavailable
 
@@ -24,6 +26,13 @@ class MaskParams(Params):
     keep: int = Field(10, ge=0, description="Newest tool results kept whole; older ones become stubs with a ref.")
     epoch: int = epoch_field()
     min_gain: float = min_gain_field()
+    room: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens a request that passed the limit is brought below it by (at most half the limit; "
+        "default: strategies.budget.growth_room, which scales with the window): the request is degraded again only "
+        "once it has grown by this much.",
+    )
     max_chars: int | None = Field(
         None,
         ge=1,
@@ -49,14 +58,27 @@ class Mask(EpochStrategy[MaskParams]):
     ref="..." to see it]`; each keeps its role and tool_call_id, each call stays, so no pair is broken. Between
     jumps the newest results stay whole, so up to `keep` + `epoch` of them are. With max_chars, results that are
     not masked are cut to their head and tail on arrival (each once, the same way on every request, so no earlier
-    request's prefix changes). Where the request cannot be offered the expand tool, its fallback chain runs
-    instead (dedupe: lossless).
+    request's prefix changes). A request that would pass the limit (what window's default budget keeps:
+    budget.window_total) jumps there and degrades in order to the limit less the room (strategies.degrade): more
+    stubs, old calls' arguments shortened, fewer results whole, then the oldest units left out behind one stub with
+    a ref. Where the request cannot be offered
+    the expand tool, its fallback chain runs instead (dedupe: lossless).
     """
 
     name = "mask"
     reversible = True
+    rule_fits_limit = True
     params_model = MaskParams
     summary = "Replace all but the newest tool results by one-line stubs the model can expand (ref)."
+
+    def limit(self, ctx: Context) -> int:
+        # What window (after mask in the default chain) keeps whole: a request mask fits is not cut again there.
+        return window_total(ctx)
+
+    def room(self, ctx: Context) -> int:
+        limit = self.limit(ctx)
+        room = growth_room(ctx, limit) if self.params.room is None else self.params.room
+        return min(room, limit // 2)
 
     def epoch_calls(self) -> int:
         return self.params.epoch
@@ -65,20 +87,8 @@ class Mask(EpochStrategy[MaskParams]):
         return self.params.min_gain
 
     def compact(self, messages: list[Message], ctx: Context) -> Applied:
-        pairs = find_pairs(messages)
-        old = pairs[: max(0, len(pairs) - self.params.keep)]
-        out = list(messages)
-        masked = 0
-        calls = CallIndex()
-        for pair in old:
-            ctx.checkpoint()
-            result = messages[pair.result_index]
-            text = message_text(result)
-            stub = elided(calls.name(messages[pair.call_index], pair.call_id), text, ctx.ref_for(text))
-            if len(stub) < len(text):
-                out[pair.result_index] = with_message_text(result, stub)
-                masked += 1
-        return Applied(out, {"masked": masked})
+        limit = self.limit(ctx)
+        return fit_masked(messages, ctx, self.params.keep, limit, max(0, limit - self.room(ctx)))
 
     def fallback(self) -> str:
         return self.params.fallback

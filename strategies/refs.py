@@ -9,6 +9,12 @@ A ref is a content hash (REF_DIGITS hex digits of SHA-256), so the same content 
 (stubs stay byte-identical and the provider's prompt cache keeps matching), and a repeated result's ref is the
 first copy's. Content past `max_chars` comes in parts: by lines, numbered from 1, where a line longer than
 LINE_CHARS counts as several, so a 200 KB one-line JSON output can be read in parts too.
+
+Tool calls left out whole (mask past its limit, strategies.degrade) are named by one ref for all of them:
+left_out_ref of their results' refs, oldest first. It resolves to an index of those calls (one line each: its
+id, tool, arguments and the ref of its result), made from the request's own messages, so the model finds the one
+it needs and expands it by its own ref. Such a block is always the conversation's oldest calls (a prefix of
+ordered_pairs), so resolving one costs a hash of each result's ref, not one per block.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .conversation import arguments_of, is_tool_result, message_text
+from .conversation import CallIndex, ToolPair, arguments_of, find_pairs, is_tool_result, message_text
 from .messages import Message
 
 REF_DIGITS = 10  # 40 bits: two of a request's thousand results share a ref once in two billion requests
@@ -50,6 +56,51 @@ EXPAND_PARAMETERS: dict[str, Any] = {
 
 def ref_of(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:REF_DIGITS]
+
+
+def stands_for(text: str) -> str:
+    """The ref a stub standing for `text` carries: the ref of the original a stub in it names already (a pruned
+    result, a dedupe pointer, an expand round's part), else its own.
+    """
+    held = refs_in(text)
+    return held[0] if held else ref_of(text)
+
+
+# What a left-out block's ref hashes: this, then its results' refs joined by commas.
+_LEFT_OUT = "left out:"
+# An argument string longer than this is shown in the index by its head, its size and its ref.
+INDEX_ARGUMENT_CHARS = 120
+
+
+class LeftOutRef:
+    """The ref of tool calls left out whole, made from the refs of their results added oldest first (ordered_pairs):
+    the ref of _LEFT_OUT and those refs joined by commas, hashed as they come, so every block of the oldest calls
+    has its ref at the cost of one hash of each.
+    """
+
+    def __init__(self) -> None:
+        self._running = hashlib.sha256(_LEFT_OUT.encode())
+        self._count = 0
+
+    def add(self, result_ref: str) -> None:
+        self._running.update((result_ref if not self._count else "," + result_ref).encode())
+        self._count += 1
+
+    def ref(self) -> str:
+        return self._running.copy().hexdigest()[:REF_DIGITS]
+
+
+def left_out_ref(result_refs: Sequence[str]) -> str:
+    """The ref of tool calls left out whole, from the refs of their results, oldest first (ordered_pairs)."""
+    running = LeftOutRef()
+    for ref in result_refs:
+        running.add(ref)
+    return running.ref()
+
+
+def ordered_pairs(messages: list[Message]) -> list[ToolPair]:
+    """The answered calls in the order a left-out block takes them: by the message that made them, then by result."""
+    return sorted(find_pairs(messages), key=lambda pair: (pair.call_index, pair.result_index))
 
 
 def how_to_expand(ref: str) -> str:
@@ -83,6 +134,8 @@ class Originals:
         self.messages = messages
         self._by_ref: dict[str, str] = {}
         self._unhashed = self._contents()
+        self._blocks: dict[str, int] | None = None  # a left-out block's ref -> how many of ordered_pairs it holds
+        self._pairs: list[ToolPair] = []
 
     def resolve(self, ref: str) -> str | None:
         found = self._by_ref.get(ref)
@@ -93,7 +146,41 @@ class Originals:
             self._by_ref.setdefault(key, text)  # of contents with one ref (identical ones), the first
             if key == ref:
                 return self._by_ref[key]
-        return None
+        return self._left_out(ref)
+
+    def _left_out(self, ref: str) -> str | None:
+        """The index of the oldest calls whose left_out_ref is `ref`, if any: each block of the oldest calls that
+        ends with a message's last call, hashed on from the one before.
+        """
+        if self._blocks is None:
+            self._pairs = ordered_pairs(self.messages)
+            self._blocks = {}
+            running = LeftOutRef()
+            for n, pair in enumerate(self._pairs):
+                running.add(stands_for(message_text(self.messages[pair.result_index])))
+                following = self._pairs[n + 1] if n + 1 < len(self._pairs) else None
+                if following is None or following.call_index != pair.call_index:
+                    self._blocks.setdefault(running.ref(), n + 1)
+        count = self._blocks.get(ref)
+        return None if count is None else self._index(self._pairs[:count])
+
+    def _index(self, pairs: list[ToolPair]) -> str:
+        calls = CallIndex()
+        lines = [f"{len(pairs)} earlier tool calls, oldest first, left out to fit the context window:\n"]
+        for pair in pairs:
+            call = self.messages[pair.call_index]
+            arguments = calls.arguments(call, pair.call_id) or ""
+            if len(arguments) > INDEX_ARGUMENT_CHARS:
+                head = arguments[:INDEX_ARGUMENT_CHARS]
+                arguments = f'{head}... ({len(arguments):,} chars, ref="{ref_of(arguments)}")'
+            # One line per call, whatever the arguments hold (JSON escapes its own line breaks; a raw string may not).
+            arguments = arguments.replace("\r", "\\r").replace("\n", "\\n")
+            text = message_text(self.messages[pair.result_index])
+            lines.append(
+                f"{pair.call_id or '-'} {calls.name(call, pair.call_id) or 'tool'} {arguments} -> "
+                f'{len(text):,} chars, ref="{ref_of(text)}"\n'
+            )
+        return "".join(lines)
 
     def _contents(self) -> Iterator[str]:
         for message in self.messages:

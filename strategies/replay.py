@@ -26,6 +26,7 @@ class Jumping(Protocol):
 
     name: ClassVar[str]
     jumps_at_limit_only: ClassVar[bool]
+    rule_fits_limit: ClassVar[bool]
 
     @property
     def params(self) -> BaseModel: ...
@@ -163,7 +164,7 @@ class Replay:
         ctx = self.ctx
         scope = repr(
             (
-                "epochs-v3",
+                "epochs-v4",
                 self.strategy.name,
                 self.strategy.params.model_dump_json(),
                 ctx.model,
@@ -197,7 +198,7 @@ class Replay:
             not strategy.jumps_at_limit_only
             and self.calls_upto[end] - self.calls_upto[since] >= self.size
             and end - self.last_eval >= end // GEOMETRIC
-        )
+        ) or (forced and strategy.rule_fits_limit)
         if due:
             self.last_eval = end
             self.evaluated += 1
@@ -208,7 +209,9 @@ class Replay:
                 self._set_rule(end, jumped)
                 self.cut = None
                 self.base_tokens, self.base_count = self._count(jumped), len(jumped)
-                if strategy.over_limit(self.base_tokens, self.base_count, ctx):
+                # A rule that fits the limit itself went as far as the pinned messages let it; a cut would only
+                # drop what it kept on purpose (the newest tool result).
+                if strategy.over_limit(self.base_tokens, self.base_count, ctx) and not strategy.rule_fits_limit:
                     self._cut(end, floor=0)
                 return
         if forced:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
-
 from pydantic import Field
 
 from .base import Applied, Params
 from .context import Context
 from .conversation import CallIndex, ToolPair, find_pairs, remove_pairs, text_of, with_arguments, with_text
 from .epochs import EpochStrategy, epoch_field, min_gain_field
-from .markers import truncate_middle
+from .markers import shorten_arguments, truncate_middle
 from .messages import Message
 
 
@@ -31,26 +27,6 @@ class ShortenToolsParams(Params):
     short_string_length: int = Field(
         200, ge=1, description="Length argument strings are cut to; results are cut to twice this."
     )
-
-
-def shorten_arguments(arguments: str, size: int, ref_for: Callable[[str], str | None]) -> str:
-    """Truncate the long strings inside JSON arguments, keeping the arguments valid JSON."""
-    try:
-        data = json.loads(arguments)
-    except ValueError:
-        return arguments
-
-    def shorten(value: Any) -> Any:
-        if isinstance(value, str):
-            return truncate_middle(value, size, ref_for(value)) if len(value) > size else value
-        if isinstance(value, list):
-            return [shorten(v) for v in value]
-        if isinstance(value, dict):
-            return {k: shorten(v) for k, v in value.items()}
-        return value
-
-    shortened = shorten(data)
-    return arguments if shortened == data else json.dumps(shortened, ensure_ascii=False)
 
 
 class ShortenTools(EpochStrategy[ShortenToolsParams]):

@@ -67,6 +67,27 @@ def agent_loop(n: int, output_chars: int) -> list[Message]:
     return messages
 
 
+def coding_session(rounds: int, output_chars: int = 900) -> list[Message]:
+    """System prompt, the task, then `rounds` rounds of an agent at work: every third round writes a whole file (the
+    model's own long arguments), every fourth reads two files at once (parallel calls), the others read one; each
+    result `output_chars` long and distinct. Calls are call_0, call_1, ... in order.
+    """
+    messages = [system("You are a coding agent."), user("Implement the feature and make the tests pass.")]
+    n = 0
+    for r in range(rounds):
+        made = []
+        for j in range(2 if r % 4 == 1 else 1):
+            if r % 3 == 2 and j == 0:
+                source = "".join(f"def f_{r}_{i}(x):\n    return x * {(r * 37 + i) % 999}\n" for i in range(40))
+                made.append(tool_call(f"call_{n}", "write_file", {"path": f"src/m{r}.py", "content": source}))
+            else:
+                made.append(tool_call(f"call_{n}", "read_file", {"path": f"src/m{(r * 7 + j) % 99}.py"}))
+            n += 1
+        messages.append({"role": "assistant", "content": None, "tool_calls": made})
+        messages += [result(c["id"], output(int(c["id"][5:]), output_chars)) for c in made]
+    return messages
+
+
 def parallel_round(n: int, output_chars: int) -> list[Message]:
     """System prompt, the task, then one assistant message with n parallel calls call_0..call_{n-1}, each answered
     (an agent that reads n files at once), and the next question.

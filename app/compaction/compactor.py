@@ -94,6 +94,19 @@ def settled(wire: WireFormat, parsed: Parsed, result: ChainResult, ctx: Context)
     return replace(result, messages=messages, tokens_after=ctx.count_request(messages))
 
 
+def _without_the_tool(result: ChainResult, parsed: Parsed, ctx: Context) -> ChainResult:
+    """The result counted as it goes when the expand tool, which the chain fitted the request with, is not offered
+    after all (no stub needs it): every count less the tool's definition.
+    """
+    if ctx.request is parsed.request:
+        return result
+    tool = ctx.count_request([]) - replace(ctx, request=parsed.request).count_request([])
+    steps = [replace(s, tokens_before=s.tokens_before - tool, tokens_after=s.tokens_after - tool) for s in result.steps]
+    return replace(
+        result, tokens_before=result.tokens_before - tool, tokens_after=result.tokens_after - tool, steps=steps
+    )
+
+
 def inline_safe(chain: Chain) -> bool:
     """Whether the chain may run on the event loop: only the built-in strategies, whose work is CPU alone and
     near-linear in the body (strategies/), never a plugin's (which may block), nor notes (a summariser call).
@@ -258,7 +271,9 @@ class Compactor:
         ctx = Context(
             model=parsed.model,
             tokens=self.counter,
-            request=parsed.request,
+            # The expand tool's definition, where it may be offered, is read by the model like the client's tools: the
+            # chain fits the request with it, so a small window is not passed by what the proxy adds.
+            request=offered.request if offered is not None else parsed.request,
             limits=resolved.limits,
             calibration=resolved.calibration,
             safety_margin_percent=self.settings.safety_margin_percent,
@@ -330,11 +345,13 @@ class Compactor:
             ):
                 expansion = replace(reversible, forwarded=result.messages)
                 body = wire.render(expansion.offered, result.messages)
-            elif _unchanged(parsed.messages, result.messages):
-                # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
-                body = raw
             else:
-                body = wire.render(parsed, result.messages)
+                result = _without_the_tool(result, parsed, ctx)
+                if _unchanged(parsed.messages, result.messages):
+                    # Byte-identical forwarding keeps the provider's prompt cache and every formatting detail.
+                    body = raw
+                else:
+                    body = wire.render(parsed, result.messages)
         except CompactionStopped as exc:
             if exc.reason == "cancelled":
                 raise

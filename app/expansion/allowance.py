@@ -6,8 +6,10 @@ honest one does: at most expand_max_calls calls are answered, the same call twic
 left out of the round, as if never made, so calls and results stay paired); the results of one request's rounds
 add up to at most expand_max_request_chars characters; a call the request has answered already gets a pointer
 to that answer, not the original again; and no result is given that would take the prompt past the model's
-limit (the window less the answer's reserve and the safety margin, strategies.budget.default_total): the call
-gets a tool error saying how much fits, so the model asks for a line range or goes on without it.
+limit (the window less the answer's reserve and the safety margin, strategies.budget.default_total): an original
+larger than what is free comes as its first lines that fit, with the note saying which lines and where to read on
+(strategies.refs.expand's parts), and where not even a few hundred characters fit, the call gets a tool error
+saying how much fits, so the model goes on without it.
 
 Only a round whose every call was answered whole from the originals is remembered (app.expansion.memory): a
 later request makes those results again from its own messages, byte for byte.
@@ -27,6 +29,13 @@ from strategies.refs import ExpandCall, expand
 
 # A model's arguments for one expand call are a few dozen bytes; more is not read.
 MAX_ARGUMENTS = 4096
+# An original larger than the room left in the window comes in the first lines that fit, if at least this many
+# characters do (less is no use to read: the tool error says how much fits instead); sized in at most PART_TRIES.
+MIN_PART_CHARS = 200
+PART_TRIES = 4
+# About what a short answer (a pointer to an earlier expansion, a tool error) and its share of a round's assistant
+# turn cost: a part leaves this much per call of a round free for them.
+SHORT_ANSWER_TOKENS = 40
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ class Answered:
     remembered: bool  # every call answered whole from the originals
     resolved: int  # calls answered with the original
     unresolved: int  # calls answered with an error: bad arguments, or a ref the request does not hold
-    refused: int  # calls answered with a bound's error: the request's characters, or the model's window
+    refused: int  # calls answered with a bound's error (the request's characters, the model's window) or a part
     repeated: int  # calls answered with a pointer to this request's earlier answer
     left_out: int  # calls past expand_max_calls, or made twice in the round
 
@@ -109,15 +118,41 @@ class Allowance:
         tokens = self._tokens(cid, text)
         free = self.limit - self.tokens
         if tokens > free:
-            error = (
-                f'Error: ref="{call.ref}" as asked is about {tokens} tokens and {max(free, 0)} fit in the context '
-                f"now; ask for fewer lines (start_line, end_line), or go on without it."
-            )
-            return self._fits(cid, error), "refused"
+            # What a part may take leaves room for a round's short answers (pointers, errors), which go in whatever
+            # is left.
+            part = self._part(cid, call, text, tokens, free - (self.max_calls + 1) * SHORT_ANSWER_TOKENS)
+            if part is None:
+                error = (
+                    f'Error: ref="{call.ref}" as asked is about {tokens} tokens and {max(free, 0)} fit in the context '
+                    f"now; ask for fewer lines (start_line, end_line), or go on without it."
+                )
+                return self._fits(cid, error), "refused"
+            # Only what fits, with the note saying where to read on: a bound's answer, not remembered (a later
+            # request's window may fit another part).
+            text, tokens = part
+            self.tokens += tokens
+            self.chars_left -= len(text)
+            return text, "refused"
         self.tokens += tokens
         self.chars_left -= len(text)
         self.answered.add(arguments)
         return text, "resolved"
+
+    def _part(self, cid: str, call: ExpandCall, text: str, tokens: int, free: int) -> tuple[str, int] | None:
+        """The first lines asked for that fit in `free` tokens (expand's own parts, with their note), and their tokens;
+        None when not even MIN_PART_CHARS of them do. Sized by the text's own characters per token, then smaller
+        until it fits (a few tries: each halves the overshoot at least).
+        """
+        chars = len(text) * free // max(tokens, 1)
+        for _ in range(PART_TRIES):
+            if chars < MIN_PART_CHARS:
+                return None
+            part = expand(self.expansion.originals, call, chars)
+            part_tokens = self._tokens(cid, part)
+            if part_tokens <= free:
+                return part, part_tokens
+            chars = chars * free // part_tokens * 9 // 10
+        return None
 
     def _fits(self, cid: str, text: str) -> str:
         """A short result (an error, a pointer), counted against the window like any."""

@@ -10,15 +10,18 @@ refusal is read from the error body, the retry is the same compaction again.
 A retry happens only where nothing has reached the client yet: the refusal is an error answer, read whole before
 anything is relayed. An error the proxy does not retry reaches the client byte for byte. One server refuses a
 stream without a word: llama-cpp-python's answers 200 and closes the stream before its first byte. For a model
-whose window is not known (assumed or merely published), a stream that ends so (or breaks off so) is asked again
-unstreamed, to hear why; a prompt that fits is then answered (and billed) once more than the client sees
-(docs/llama-cpp.md).
+whose window is not known (assumed or merely published) or was learned from such a refusal, a stream that ends so
+(or breaks off so) is asked again unstreamed, to hear why; a prompt that fits is then answered (and billed) once
+more than the client sees (docs/llama-cpp.md). A refusal of a request compacted for the window it states (the
+counts, calibrated, were off by more than the safety margin) is retried too, compacted below that window by what
+the refusal says the prompt was over.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 
 import anyio.to_thread
 import httpx
@@ -56,6 +59,7 @@ class Forwarding:
         self.wire = wire
         self.headers: RawHeaders = upstream_request_headers(request.headers.raw)
         self.retried = False
+        self.refused_prompt: int | None = None  # the prompt's size in the upstream's tokens, as its refusal stated
         # The log line names the API as it always has: compaction_proxy.chat, .responses, .messages.
         self.logger = logging.getLogger(f"compaction_proxy.{wire.upstream_path.split('/', 1)[0]}")
 
@@ -136,6 +140,9 @@ class Forwarding:
         if window is None:
             return response
         again = await self._compact(window)
+        below = self._shortfall(again, window) if again is not None else 0
+        if below:
+            again = await self._compact(window - below)
         if again is None:
             await response.aclose()
             return None
@@ -155,6 +162,24 @@ class Forwarding:
             second, _ = await self._learn(second)  # learned from, not retried again
         return second
 
+    def _shortfall(self, again: Compacted, window: int) -> int:
+        """How far below `window` the retry must go, when the refused request was compacted for that window already:
+        its counts, calibrated, were off by more than the safety margin (one learned ratio cannot follow every prompt,
+        and the upstream counts what it pleases). By what the refusal says the prompt was over the count the retry's
+        calibration makes of it, at least the margin, and then so far only if the retry would be the refused body
+        again. 0: the window was not known, or the retry's calibration accounts for it.
+        """
+        compacted = self.compacted
+        resolved = compacted.resolved
+        if resolved is None or resolved.limits.context_window > window or not again.counted:
+            return 0
+        calibration = again.resolved.calibration if again.resolved is not None else resolved.calibration
+        under = (self.refused_prompt or 0) - round(compacted.counted_raw() * calibration)
+        if under <= 0 and again.body != compacted.body:
+            return 0
+        margin = math.ceil(window * self.services.settings.safety_margin_percent / 100)
+        return min(window - 1, max(1, margin, under))
+
     async def _learn(self, response: httpx.Response) -> tuple[httpx.Response, int | None]:
         """Read an error answer: the response to relay in its place, and the window it stated to fit to."""
         assert self.models is not None
@@ -163,13 +188,17 @@ class Forwarding:
         compacted = self.compacted
         if overflow is None or compacted.resolved is None:
             return response, None
+        self.refused_prompt = overflow.prompt_tokens
         learn = self.models.learn_overflow
         window = await anyio.to_thread.run_sync(learn, compacted.resolved, overflow, compacted.counted_raw())
         return response, window
 
     def _silent_refusal_possible(self, response: httpx.Response) -> bool:
         resolved = self.compacted.resolved
-        return is_event_stream(response) and resolved is not None and resolved.source in ("assumed", "published")
+        # A learned window too: it came from a refusal, so this upstream refuses, and a count calibrated since may
+        # still be off by more than the margin.
+        sources = ("assumed", "published", "learned")
+        return is_event_stream(response) and resolved is not None and resolved.source in sources
 
     async def _ask_unstreamed(self, broken: httpx.Response) -> tuple[httpx.Response, int | None]:
         """The request sent again without streaming, to hear why its stream was refused (broken: that stream, to relay

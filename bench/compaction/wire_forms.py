@@ -259,7 +259,10 @@ def messages_body(messages: list[Message], request: dict[str, Any]) -> bytes:
     if turns:
         last = turns[-1]["content"]
         last[-1] = {**last[-1], "cache_control": EPHEMERAL}
+    # Claude Code's max_tokens unless the request names one (a small window cannot hold 8,192 of answer).
     body: dict[str, Any] = {"model": request.get("model", "claude-sonnet-4-5"), "max_tokens": 8192}
+    if isinstance(request.get("max_tokens"), int):
+        body["max_tokens"] = request["max_tokens"]
     if system:
         body["system"] = system
     tools = [_tool_definition(t) for t in request.get("tools") or []]

@@ -178,3 +178,37 @@ def test_retries_of_the_same_turn_are_remembered_once(model: ScriptedModel) -> N
         client.chat.completions.create(model="gpt-4o", messages=second, extra_headers=IN_EPOCHS)  # type: ignore[arg-type]
     [turn_two] = model.received
     assert len(expand_results(turn_two)) == 1
+
+
+def test_an_original_larger_than_what_is_free_comes_in_the_first_lines_that_fit(model: ScriptedModel) -> None:
+    # A 2k-token-class local window: the oldest result (20,000 characters, about 5,000 tokens) is asked for whole,
+    # and about 3,000 are free. It comes as its first lines, with the note saying where to read on, within the window.
+    window, reserve = 4096, 256
+    counter = TokenCounter(Encodings())
+    messages = [*agent_loop(1, 20_000), *agent_loop(4, 300)[2:]]
+    first_ref: list[str] = []
+
+    def once(payload: dict[str, Any]) -> Turn:
+        ref = oldest_stub(payload["messages"])
+        if not offered(payload) or ref is None or expand_results(payload):
+            return Turn(text="Read what fit.")
+        first_ref.append(ref)
+        return Turn(calls=[expand_call(ref)])
+
+    model.script = once
+    models = {"local-model": {"context_window": window, "max_output": 4096}}
+    with proxy_for(model, models=models) as proxy:
+        completion = sdk(proxy).chat.completions.create(
+            model="local-model",
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=reserve,
+            extra_headers=HEADERS,
+        )
+    assert completion.choices[0].message.content == "Read what fit."
+    assert len(model.received) == 2
+    (part,) = [m["content"] for m in expand_results(model.received[1])]
+    assert part.startswith(f'[ref="{first_ref[0]}": lines 1-') and "start_line=" in part.split("\n", 1)[0]
+    assert messages[3]["content"].startswith(part.split("\n", 1)[1])  # the original's first lines, as they are
+    assert len(part) > 2000
+    for payload in model.received:
+        assert counter.count_messages(payload["messages"], "local-model") + reserve <= window

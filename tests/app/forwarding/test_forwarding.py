@@ -95,12 +95,15 @@ def test_llama_cpp_window_from_props_and_a_bigger_tokenizer_one_retry_then_calib
         assert first.headers["x-compaction-retried"] == "context_length_exceeded"
         assert len(posts(upstream)) == 2  # exactly one retry
         # Fitted to the stated window in the model's own tokens: what the headers say is what the upstream counted.
-        assert close_to(int(first.headers["x-compaction-tokens-after"]), reported(first))
+        # 3%, not 2%: the ratio is learned from the refused prompt, and the retry's (degraded by mask: some 70 stubs,
+        # far more messages per token than whole results) pays the stand-in's per-message template cost more often
+        # than the cookbook's estimate does, which one ratio follows only so far (tests.support.tokenizer).
+        assert close_to(int(first.headers["x-compaction-tokens-after"]), reported(first), 3.0)
         later = [chat(proxy.url, "smollm2", **extra) for _ in range(2)]
     assert len(posts(upstream)) == 4  # no more retries
     for response in later:
         assert response.status_code == 200 and "x-compaction-retried" not in response.headers
-        assert close_to(int(response.headers["x-compaction-tokens-after"]), reported(response))
+        assert close_to(int(response.headers["x-compaction-tokens-after"]), reported(response), 3.0)
         assert reported(response) + 256 <= 4096
 
 
@@ -261,3 +264,29 @@ def test_a_stream_that_breaks_before_its_first_byte_for_another_reason_ends_in_a
     assert answer.status_code == 200 and "x-compaction-retried" not in answer.headers
     assert '"code": "upstream_broken_stream"' in answer.text or '"upstream_broken_stream"' in answer.text
     assert [r.json().get("stream") for r in posts(upstream)] == [True, False]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_refusal_after_calibration_is_retried_once_below_the_window_streamed_or_not(
+    upstream: StandInUpstream, start_proxy: ProxyFactory, stream: bool
+) -> None:
+    # llama-cpp-python at 2,048 tokens: the window and a ratio are learned on the first request. Then the server
+    # counts 60% more (a prompt whose ratio is not the learned one: its chat template, say): the prompt compacted to
+    # the learned window is refused, silently when streamed, and the proxy compacts it below the window by what the
+    # refusal says it was over, once.
+    upstream.behaviour = Behaviour(context_window=2048, overflow="llama-cpp-python")
+    extra = {"stream": True} if stream else {}
+    with start_proxy() as proxy:
+        first = chat(proxy.url, "smollm2", **extra)
+        assert first.status_code == 200 and first.headers["x-compaction-retried"] == "context_length_exceeded"
+        upstream.behaviour = Behaviour(token_ratio=1.6, context_window=2048, overflow="llama-cpp-python")
+        sent_before = len(posts(upstream))
+        again = chat(proxy.url, "smollm2", **extra)
+    assert again.status_code == 200, again.text
+    assert again.headers["x-compaction-retried"] == "context_length_exceeded"
+    retried = posts(upstream)[sent_before:]
+    # Streamed: the stream, the unstreamed question why, the retry; not streamed: the request and the retry.
+    assert [r.json().get("stream") for r in retried] == ([True, False, True] if stream else [None, None])
+    assert retried[-1].prompt_tokens + 256 <= 2048  # by the upstream's own count
+    if stream:
+        assert again.text.endswith("data: [DONE]\n\n") and '"error"' not in again.text
