@@ -19,7 +19,7 @@ from app.server.serve import DrainingServer, exit_cleanly_after_drain, server_co
 from app.server.workers import run_workers
 from app.settings import Settings
 
-logger = logging.getLogger("compaction_proxy.server")
+logger = logging.getLogger("compaction_proxy.cli")
 
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:

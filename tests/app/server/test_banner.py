@@ -105,6 +105,6 @@ def test_started_in_a_terminal_the_proxy_logs_its_banner_as_text(upstream: Stand
         os.close(primary)
     text = output.decode()
     assert "Application startup complete" in text, text
-    assert f"INFO compaction_proxy.server [-] compaction-proxy on http://127.0.0.1:{port}" in text, text
+    assert f"INFO compaction_proxy.cli [-] compaction-proxy on http://127.0.0.1:{port}" in text, text
     assert f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1" in text
     assert not [line for line in text.splitlines() if line.startswith("{")], text
