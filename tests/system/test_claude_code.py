@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.support.claude_code import FINAL
 from tests.support.required import require
@@ -28,20 +29,28 @@ def _unavailable() -> str | None:
     return None
 
 
-def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> None:
+def _finished_session(*args: str) -> dict[str, Any]:
+    """Claude Code run by tests.support.claude_code (in a network namespace of its own) with these arguments: its
+    report, once the run and Claude Code both exited 0 with the scripted model's final answer.
+    """
     reason = _unavailable()
     require(reason is None, reason or "")
     done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.support.claude_code", str(CLAUDE), str(ROUNDS)],
+        ["unshare", "-n", sys.executable, "-m", "tests.support.claude_code", str(CLAUDE), *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
     assert report["returncode"] == 0, report["stderr"]
     assert json.loads(report["stdout"])["result"].strip().endswith(FINAL)
+    return report
+
+
+def test_claude_codes_agent_loop_completes_through_the_compacting_proxy() -> None:
+    report = _finished_session(str(ROUNDS))
     loop = [r for r in report["requests"] if r["tools"]]
     assert len(loop) == ROUNDS + 1  # every round asked for and the answer, none refused or retried
     assert all(r["problems"] == [] for r in report["requests"])
@@ -66,28 +75,7 @@ def test_a_resumed_session_of_hundreds_of_results_expands_a_ref_and_finishes() -
     expands the first one's stub (the proxy answers it, in the same stream), runs one more command on what it read,
     and finishes; the round is shown again on Claude Code's next request, the model's turns as it wrote them.
     """
-    reason = _unavailable()
-    require(reason is None, reason or "")
-    done = subprocess.run(
-        [
-            "unshare",
-            "-n",
-            sys.executable,
-            "-m",
-            "tests.support.claude_code",
-            str(CLAUDE),
-            str(RESUMED_ROUNDS),
-            "resumed",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
-    assert report["returncode"] == 0, report["stderr"]
-    assert json.loads(report["stdout"])["result"].strip().endswith(FINAL)
+    report = _finished_session(str(RESUMED_ROUNDS), "resumed")
     requests = report["requests"]
     # The expand round, the proxy's request with its result, then Claude Code's after the Bash call it led to.
     assert len(requests) == 3 and all(r["problems"] == [] for r in requests)
