@@ -197,6 +197,14 @@ def run_session(llama_url: str, proxy_url: str, rounds: int) -> list[dict[str, A
     return rows
 
 
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """The rows as a table, one line each, columns as the first row names them."""
+    columns = list(rows[0])
+    print(" | ".join(columns))
+    for row in rows:
+        print(" | ".join(str(row[c]) for c in columns))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_server_arguments(parser)
@@ -212,10 +220,7 @@ def main() -> None:
     if args.session:
         with llama_and_proxy(args, logs) as (llama_url, proxy_url):
             rows = run_session(llama_url, proxy_url, args.session)
-        columns = list(rows[0])
-        print(" | ".join(columns))
-        for row in rows:
-            print(" | ".join(str(row[c]) for c in columns))
+        print_table(rows)
         n = len(rows)
         answered = sum(r["status"] == 200 and r["finish"] not in ("-", "error") for r in rows)
         text = sum(bool(r["answered_with_text"]) for r in rows)
@@ -230,10 +235,7 @@ def main() -> None:
         sys.exit(0 if answered == within == newest == text + own == n else 1)
     with llama_and_proxy(args, logs) as (llama_url, proxy_url):
         rows = run(llama_url, proxy_url, args.requests)
-    columns = list(rows[0])
-    print(" | ".join(columns))
-    for row in rows:
-        print(" | ".join(str(row[c]) for c in columns))
+    print_table(rows)
     later = [r for r in rows[1:] if r["server_prompt_tokens"]]
     off = [abs(r["off_percent"]) for r in later]
     gap = sum(abs(r["tokens_after"] - r["server_prompt_tokens"]) for r in later)
