@@ -129,6 +129,10 @@ class Context:
     _digests: dict[int, tuple[Message, bytes]] = field(default_factory=dict, repr=False)
     # Lossless rewrites made in this request (minify): the new text -> the text it was made from (ref_for).
     _sources: dict[str, str] = field(default_factory=dict, repr=False)
+    # Counts (before calibration) of the `tools` definitions, by the identity of the list and the model: every
+    # count_request would otherwise encode the client's tool definitions again (after every step, and twice more
+    # where the expand tool was counted but is not offered). The list is held so its id cannot be reused.
+    _tool_counts: dict[tuple[int, str], tuple[Any, int]] = field(default_factory=dict, repr=False)
 
     def rewrote(self, new: str, source: str) -> None:
         """Record that a lossless rewrite made `new` from `source`, so a stub made of `new` later names `source`."""
@@ -191,8 +195,17 @@ class Context:
 
     def count_request(self, messages: list[Message]) -> int:
         """Prompt tokens of the whole request: messages plus the `tools` definitions."""
-        tools = self.tokens.count_tools(self.request.get("tools"), self.model)
+        tools = self._tools_tokens()
         return self.count(messages) + (round(tools * self.calibration) if self.calibration != 1.0 else tools)
+
+    def _tools_tokens(self) -> int:
+        definitions = self.request.get("tools")
+        key = (id(definitions), self.model)
+        held = self._tool_counts.get(key)
+        if held is None or held[0] is not definitions:
+            held = (definitions, self.tokens.count_tools(definitions, self.model))
+            self._tool_counts[key] = held
+        return held[1]
 
     def output_reserve(self) -> int:
         """Tokens the answer may take: the request's max_completion_tokens / max_tokens, else the model's
