@@ -169,6 +169,9 @@ class Replay:
                 self.strategy.params.model_dump_json(),
                 ctx.model,
                 ctx.limits,
+                # The state holds counts: one made at another calibration would misjudge the limit (a request
+                # over it taken as under, which the next step then cuts hard).
+                ctx.calibration,
                 ctx.output_reserve(),
                 self.overhead,
             )

@@ -151,6 +151,19 @@ def test_a_different_model_or_parameter_does_not_reuse_the_memo(counter: TokenCo
     assert details["evaluated"] > 1
 
 
+def test_a_memo_made_at_another_calibration_is_not_reused(counter: TokenCounter) -> None:
+    # The upstream's answers recalibrate the counts between two requests of a conversation (app.upstream.models):
+    # the state remembered at the old ratio holds counts in the old tokens.
+    memo = Memo(1_000_000)
+    strategy = Fit(FitParams(total=3000))
+    request = qa_chat(120)
+    apply(strategy, request, RecordingContext(model="gpt-4o", tokens=counter, memo=memo))
+    later = RecordingContext(model="gpt-4o", tokens=counter, memo=memo, calibration=1.25)
+    fresh = RecordingContext(model="gpt-4o", tokens=counter, calibration=1.25)
+    assert as_bytes(apply(strategy, request, later)) == as_bytes(apply(strategy, request, fresh))
+    assert later.details["evaluated"] == fresh.details["evaluated"]
+
+
 # Every strategy with epochs, with epochs, a break-even rule or room switched on (else it is the rule alone).
 epoch_steps = st.one_of(shorten_tools, fit, middle_out)
 
