@@ -36,7 +36,7 @@ from app.expansion.memory import ExpansionMemory
 from app.expansion.rounds import Round
 from app.settings import Settings
 from app.upstream.client import Upstream
-from app.upstream.relay import broken_stream
+from app.upstream.relay import OnComplete, broken_stream
 from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
 from app.wire.base import ExpandAnswer, ExpandRound, ExpandStream
@@ -65,6 +65,10 @@ class Offered(Protocol):
 
     def response_headers(self) -> RawHeaders:
         """The X-Compaction-* headers for the client, of what was sent last."""
+        ...
+
+    def usage_observer(self) -> OnComplete | None:
+        """What learns from the usage the upstream reports for what was sent last (None: nothing to learn)."""
         ...
 
 
@@ -160,6 +164,15 @@ class _Run:
         metrics.expand_rounds.labels("capped").inc()
         return self.expansion.wire.render(self.expansion.plain, self.messages)
 
+    async def _calibrate(self, usage: Any) -> None:
+        """The first round's prompt is the one the proxy counted (later rounds add the calls it answered): the
+        upstream's count of it calibrates the model's counts as a relayed answer's does. Without this, a request
+        whose stubs offer the tool, which on a small window is every request, would never be learned from.
+        """
+        observe = self.offered.usage_observer()
+        if observe is not None and isinstance(usage, dict):
+            await observe(orjson.dumps(usage))
+
     async def remember(self) -> None:
         memory, key = self.x.memory, self.expansion.memory_key
         if memory is not None and key is not None and self.rounds:
@@ -206,6 +219,8 @@ class _Run:
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data, answer)
+            if body is None:
+                await self._calibrate(data.get("usage"))
             usage = self.tool.add_usage(usage, data.get("usage"))
             body = await self.next_body(answer)
             if body is not None:
@@ -255,6 +270,8 @@ class _Run:
                     if out:
                         yield out
                 await response.aclose()
+                if not self.answered:
+                    await self._calibrate(streamed.usage)
                 usage = self.tool.add_usage(usage, streamed.usage)
                 body = await self.next_body(streamed)
                 if body is None:

@@ -232,13 +232,15 @@ class Forwarding:
 
     def relay(self, response: httpx.Response) -> Response:
         """The upstream's answer relayed as it comes; a whole one's usage calibrates the model's counts."""
-        observe = self._usage_observer() if response.status_code == 200 else None
+        observe = self.usage_observer() if response.status_code == 200 else None
         what = f"POST {self.wire.upstream_path}"
         headers = self.response_headers()
         return self.services.upstream.relay(response, what, headers, wire=self.wire, on_complete=observe)
 
-    def _usage_observer(self) -> OnComplete | None:
-        """Calibration: the prompt tokens the upstream's answer reports against the proxy's count of the prompt."""
+    def usage_observer(self) -> OnComplete | None:
+        """Calibration: the prompt tokens the upstream's answer to what was sent last reports, against the proxy's
+        count of that prompt (None: nothing to learn).
+        """
         models, compacted = self.models, self.compacted
         if models is None or not compacted.counted or compacted.resolved is None:
             return None

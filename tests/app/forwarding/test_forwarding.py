@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from strategies.refs import EXPAND_TOOL
 from tests.app.conftest import ProxyFactory
 from tests.factories import agent_loop, responses_agent_loop
 from tests.support.upstream import Behaviour, Canned, StandInUpstream
@@ -290,3 +291,29 @@ def test_a_refusal_after_calibration_is_retried_once_below_the_window_streamed_o
     assert retried[-1].prompt_tokens + 256 <= 2048  # by the upstream's own count
     if stream:
         assert again.text.endswith("data: [DONE]\n\n") and '"error"' not in again.text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_answer_through_the_expand_loop_calibrates_the_counts(
+    upstream: StandInUpstream, start_proxy: ProxyFactory, stream: bool
+) -> None:
+    # A server counting a fifth fewer tokens than tiktoken, with a window it publishes: nothing is refused, so only
+    # answers can teach the ratio, and past the window every answer comes through the expand loop (the stubs' refs
+    # make the proxy offer the tool). Its first round's usage is of the prompt the proxy counted.
+    upstream.behaviour = Behaviour(
+        token_ratio=0.5,
+        context_window=16384,
+        overflow="llama.cpp",
+        props={"default_generation_settings": {"n_ctx": 16384}},
+    )
+    extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+    with start_proxy() as proxy:
+        first = chat(proxy.url, "smollm2", **extra)
+        second = chat(proxy.url, "smollm2", **extra)
+    for answer in (first, second):
+        assert answer.status_code == 200, answer.text
+        assert "x-compaction-retried" not in answer.headers
+    offered = [[t["function"]["name"] for t in r.json().get("tools", [])] for r in posts(upstream)]
+    assert offered == [[EXPAND_TOOL], [EXPAND_TOOL]]  # one round each, through the loop
+    assert not close_to(int(first.headers["x-compaction-tokens-after"]), reported(first), 10.0)  # uncalibrated
+    assert close_to(int(second.headers["x-compaction-tokens-after"]), reported(second), 3.0)
