@@ -21,6 +21,9 @@ from .minify import Minify
 from .notes_fold import NOTES_HEADER
 from .refs import ref_of, stub_refs
 
+# How far past the last message paired a rewritten one is looked for: a step that copied every message it got (a
+# plugin's) would otherwise cost a scan of the rest, hashing, for each.
+LOOKAHEAD = 64
 Action = Literal["kept", "masked", "cut", "dropped", "folded", "minified", "rewritten", "added"]
 
 
@@ -187,7 +190,8 @@ def _pair_rewritten(
     cursor = got.start
     for j in rewritten:
         message = after[j]
-        found = next((i for i in range(cursor, got.stop) if _same_message(before[i], message)), None)
+        ahead = range(cursor, min(got.stop, cursor + LOOKAHEAD))
+        found = next((i for i in ahead if _same_message(before[i], message)), None)
         if found is None and cursor < got.stop and _may_be_rewritten(before[cursor], message):
             found = cursor
         if found is not None:
@@ -207,7 +211,10 @@ def _same_message(original: Message, rewritten: Message) -> bool:
     if kept and kept <= made:
         return True
     text = message_text(original)
-    return message_text(rewritten) == text or ref_of(text) in stub_refs([rewritten])
+    if message_text(rewritten) == text:
+        return True
+    refs = list(stub_refs([rewritten]))
+    return bool(refs) and ref_of(text) in refs
 
 
 def _may_be_rewritten(original: Message, rewritten: Message) -> bool:

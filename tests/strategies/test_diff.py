@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 from bench.notes.stand_in import DictNotes, StandInSummariser
@@ -119,3 +120,13 @@ def test_align_pairs_a_rewritten_message_by_its_call_id_and_adds_what_is_new() -
     after = [before[0], {"role": "user", "content": "new"}, before[1], result("c0", "stub"), before[3]]
     assert align(before, after) == [0, None, 1, 2, 3]
     assert align(before, [before[0], before[3]]) == [0, 3]
+
+
+def test_a_step_that_copies_every_message_still_has_each_followed_in_order() -> None:
+    # A plugin may return copies of everything: then nothing pairs by identity, everything by what it keeps.
+    before = agent_loop(150, 50)
+    after = copy.deepcopy(before)
+    assert align(before, after) == list(range(len(before)))
+    watched = Diff(before)
+    watched.step("copying", before, after)
+    assert {row.action for row in watched.rows()} == {"kept"}

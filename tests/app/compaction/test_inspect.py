@@ -6,7 +6,10 @@ import json
 
 import pytest
 
+from app import Settings
+from app.compaction.compactor import build_compactor
 from app.compaction.inspect import PREVIEW_CHARS, Inspection, InspectRing, preview
+from app.wire import ChatCompletions
 from strategies import BUILTINS, Chain, Context, Encodings, Registry, TokenCounter
 from strategies.diff import Diff, MessageDiff
 from strategies.messages import Message
@@ -59,6 +62,18 @@ def test_past_its_chars_an_entry_drops_previews_then_counts_the_rows_it_cannot_l
     assert set(inspection.unlisted) == {"kept", "masked"}  # counted by what happened to them
     assert len(json.dumps(listed)) < 1200
     assert "before" in listed[0] and any("before" not in row for row in listed)  # listed, its previews past the cap
+
+
+def test_the_compactor_works_a_diff_out_only_while_the_ring_is_on() -> None:
+    raw = json.dumps({"model": "gpt-4o", "messages": agent_loop(3, 3000)}).encode()
+    for size, made in ((0, False), (2, True)):
+        compactor = build_compactor(Settings(inspect_requests=size))
+        compacted = compactor.compact_sync(
+            raw, ChatCompletions(), compactor.chain_for("mask(keep=1,epoch=0,min_gain=0)")
+        )
+        assert (compacted.inspection is not None) is made
+        if compacted.inspection is not None:
+            assert [row["action"] for row in compacted.inspection.messages].count("masked") == 2
 
 
 def test_a_call_is_previewed_by_its_name_and_arguments() -> None:
