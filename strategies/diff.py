@@ -11,7 +11,8 @@ and which steps changed it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Literal
 
 from .conversation import arguments_of, is_tool_result, message_text, result_id, role, tool_calls_of
@@ -50,27 +51,21 @@ def chars(message: Message) -> int:
     return len(message_text(message)) + sum(len(a) for a in arguments_of(message))
 
 
-@dataclass
 class Diff:
     """Follows the original messages through a chain: pass `step` as Chain.run's watch, and once more with the
-    messages as they go (step=None: not a strategy's doing, e.g. the wire format's settle); then `rows()`.
+    messages as they go (name None: not a strategy's doing, e.g. the wire format's settle); then `rows()`.
     """
 
-    original: list[Message]
-    _at: list[int | None] = field(init=False)  # each original's place in the current messages; None: gone
-    _by: list[list[str]] = field(init=False)
-    _gone: dict[int, str] = field(init=False, default_factory=dict)  # original index -> the step it went in
-    _added: dict[int, str] = field(init=False, default_factory=dict)  # current place -> the step that added it
-    _current: list[Message] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._at = list(range(len(self.original)))
-        self._by = [[] for _ in self.original]
-        self._current = self.original
+    def __init__(self, original: list[Message]) -> None:
+        self.original = original
+        self._at: list[int | None] = list(range(len(original)))  # each one's place in the current messages; None: gone
+        self._by: list[list[str]] = [[] for _ in original]
+        self._gone: dict[int, str] = {}  # original index -> the step it went in
+        self._added: dict[int, str] = {}  # place in the current messages -> the step that added it
+        self._current = original
 
     def step(self, name: str | None, before: list[Message], after: list[Message]) -> None:
-        if before is not self._current:
-            before = self._current  # a step in between that nobody watched: what this one got is what came last
+        """One step: `before` is what the last step returned (the original, first), `after` what this one did."""
         source = align(before, after)
         back = {b: a for a, b in enumerate(source) if b is not None}
         for i, p in enumerate(self._at):
@@ -102,7 +97,7 @@ class Diff:
                 markers.setdefault(name, []).append(final[q])
             elif text.startswith(NOTES_HEADER):
                 folding.add(name)
-        added = sorted(self._added.items())
+        added = deque(sorted(self._added.items()))
         # An added message is listed before the first original, kept or gone, that comes after it: a marker for
         # what went before the messages it stands for.
         following: list[int | None] = [None] * len(self.original)
@@ -114,7 +109,7 @@ class Diff:
         for i, message in enumerate(self.original):
             nxt = following[i]
             while added and nxt is not None and added[0][0] < nxt:
-                rows.append(self._added_row(*added.pop(0)))
+                rows.append(self._added_row(*added.popleft()))
             rows.append(self._row(i, message, self._at[i], markers, folding))
         rows.extend(self._added_row(q, name) for q, name in added)
         return rows
