@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI
 
 from app.cache import CacheError, open_backend
 from app.compaction.compactor import build_compactor, model_table
+from app.compaction.inspect import InspectRing
 from app.compaction.prefix import PrefixTracker
 from app.edge.body import BodyTimeoutMiddleware
 from app.edge.error_handlers import InternalErrorMiddleware, install_error_handlers
@@ -23,7 +24,7 @@ from app.expansion.loop import Expander
 from app.expansion.memory import ExpansionMemory
 from app.notes.runtime import NotesRuntime
 from app.policy.keys import Keys, OpenRelayError
-from app.routes import compacted, health, passthrough, strategies, websocket
+from app.routes import compacted, health, inspect, passthrough, strategies, websocket
 from app.server.logs import configure_logging
 from app.server.readiness import Readiness
 from app.services import Services, authenticate
@@ -97,7 +98,10 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     expander = Expander(settings, upstream, metrics, expansions)
-    services = Services(settings, compactor, upstream, upstream_models, expander, keys, metrics, readiness)
+    ring = InspectRing(settings.inspect_requests) if settings.inspect_requests else None
+    services = Services(
+        settings, compactor, upstream, upstream_models, expander, keys, metrics, readiness, inspect=ring
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -151,6 +155,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     app.include_router(compacted.router(wire_formats()), dependencies=guarded)
     app.include_router(websocket.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
+    app.include_router(inspect.router, dependencies=guarded)  # it holds content: behind the keys
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
     app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)
     # Metrics count its 500s like any answer.

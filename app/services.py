@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from app.compaction.compactor import Compactor
+from app.compaction.inspect import InspectRing
 from app.edge.metrics import Metrics
 from app.expansion.loop import Expander
 from app.policy.keys import Keys
@@ -28,6 +29,7 @@ class Services:
     keys: Keys
     metrics: Metrics
     readiness: Readiness
+    inspect: InspectRing | None = None  # the recent requests' diffs, for GET /inspect; None: inspect_requests is 0
 
 
 def services(connection: HTTPConnection) -> Services:

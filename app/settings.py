@@ -230,6 +230,22 @@ class Settings(BaseSettings):
     prefix_tracking_ttl_seconds: int = Field(
         3600, gt=0, description="Seconds a conversation's last forwarded prefix is remembered; each request renews it."
     )
+    # --- What compaction did, for GET /inspect (app.compaction.inspect) ---
+    inspect_requests: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Recent forwarded requests whose per-message diff (original against compacted) this process keeps "
+        "for GET /inspect and `compaction-proxy inspect`; it holds previews of their content. 0: none, and /inspect "
+        "answers 404.",
+    )
+    inspect_entry_chars: int = Field(
+        50_000,
+        ge=1000,
+        le=10_000_000,
+        description="Characters one request's entry may hold: its rows (each charged 120) and their previews of each "
+        "message before and after (at most 160 characters each); rows past it are counted, not listed.",
+    )
     # --- Reversible compaction: the expand tool the proxy answers itself (app.expansion) ---
     expand_max_rounds: int = Field(
         3,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,9 @@ from .context import Context
 from .messages import Message
 from .registry import Registry
 from .unavailable import Unavailable
+
+# Called after each step that ran (a fallback chain's too) with its name, the messages it got and those it returned.
+Watch = Callable[[str, list[Message], list[Message]], None]
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,12 @@ class Chain:
         """Whether a step, or a fallback, writes stubs with refs the expand tool resolves."""
         return any(step.reversible for step in self.every_step())
 
-    def run(self, messages: list[Message], ctx: Context, *, trace: bool = False) -> ChainResult:
-        """Apply every step in order. With trace, count tokens after each step for the stats."""
+    def run(
+        self, messages: list[Message], ctx: Context, *, trace: bool = False, watch: Watch | None = None
+    ) -> ChainResult:
+        """Apply every step in order. With trace, count tokens after each step for the stats; watch: sees each step's
+        messages in and out (strategies.diff follows each message through the chain with it).
+        """
         tokens_before = ctx.count_request(messages)
         current = messages
         steps: list[StepStats] = []
@@ -84,6 +91,8 @@ class Chain:
             started = time.perf_counter()
             try:
                 applied = step.apply(current, ctx)
+                if watch is not None:
+                    watch(step.name, current, applied.messages)
                 current, details = applied.messages, dict(applied.details)
             except Unavailable as exc:
                 if step_fallback is None:
@@ -91,7 +100,7 @@ class Chain:
                 fallback = exc.reason
                 details = {**exc.details, "fallback": exc.reason, "fallback_detail": exc.detail}
                 details["fallback_chain"] = step_fallback.spec
-                instead = step_fallback.run(current, ctx, trace=trace)
+                instead = step_fallback.run(current, ctx, trace=trace, watch=watch)
                 current = instead.messages
                 if trace:  # the step itself, then each step of its fallback chain, as they ran
                     steps.append(StepStats(step.name, tokens, tokens, _ms(started), details))

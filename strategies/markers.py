@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .refs import how_to_expand
 
@@ -115,3 +115,32 @@ def left_out(tools: Mapping[str, int], others: int, chars: int, ref: str | None)
     if others:
         what.append(f"{others:,} {'other ' if calls else 'earlier '}message{'s' if others != 1 else ''}")
     return f"[{' and '.join(what)}, {chars:,} chars, left out to fit the context window{_how(ref, 'which')}]"
+
+
+# --- Reading stubs back ------------------------------------------------------------------------------------------
+
+StubKind = Literal["whole", "part", "left_out"]
+# Stubs that stand for the whole of what they replace: mask's and clear_tool_uses' (elided), dedupe's (same_as),
+# trim_bulky's (shown_to_the_user). Each is the whole text of its message.
+_WHOLE = re.compile(
+    r"\[[^\n]*? output elided: \d[\d,]* chars"
+    + "|"
+    + SAME_AS_PATTERN.pattern
+    + r"|\[[^\n]+ \(\d+ options\) shown to the user; omitted\]$"
+)
+# Stubs for a part of a text, which keeps its head (pruned) or its head and tail (truncate_middle).
+_PART = re.compile(r"\[\.\.\. \d[\d,]* of \d[\d,]* chars elided|\n\[\.\.\. output truncated: \d[\d,]* chars in all")
+_LEFT_OUT = re.compile(r"\[[^\n]*, \d[\d,]* chars, left out to fit the context window")
+
+
+def stub_kind(text: str) -> StubKind | None:
+    """What the stub in a text stands for: "whole" (the text is a stub for all of what it replaced), "part" (a stub
+    stands for a part cut out of it), "left_out" (a left_out marker, for messages left out whole), or None (no stub).
+    """
+    if _LEFT_OUT.match(text):
+        return "left_out"
+    if _WHOLE.match(text):
+        return "whole"
+    if _PART.search(text):
+        return "part"
+    return None

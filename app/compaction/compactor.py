@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from app.compaction.inspect import Inspection
 from app.compaction.lanes import Lanes, unless_disconnected
 from app.compaction.prefix import Outcome, PrefixTracker, conversation_key
 from app.edge.errors import ApiError
@@ -41,6 +42,7 @@ from strategies import (
     parse_chain,
 )
 from strategies.context import CompactionStopped, Deadline
+from strategies.diff import Diff
 from strategies.digests import prefix_digests
 from strategies.refs import Originals, stub_refs
 
@@ -63,6 +65,7 @@ class Compacted:
     model: str = ""
     resolved: Resolved | None = None  # the model's limits and calibration it was compacted with
     undiscovered: bool = False  # compacted with an assumed window before the upstream was asked for it; not tracked
+    inspection: Inspection | None = None  # what it did to each message, where inspect_requests keeps it
 
     def counted_raw(self) -> int:
         """tokens_after as the counter made it, before calibration: what the upstream's own count is compared to."""
@@ -334,9 +337,15 @@ class Compactor:
     ) -> Compacted:
         """reversible: set when the expand tool may be offered; its `forwarded` holds the messages to compact."""
         messages = reversible.forwarded if reversible is not None else parsed.messages
+        diff = Diff(messages) if self.settings.inspect_requests else None
         try:
             # trace: per-step timings for the metrics and /compact, at the cost of a token count per step (cached).
-            result = settled(wire, parsed, chain.run(messages, ctx, trace=True), ctx)
+            ran = chain.run(messages, ctx, trace=True, watch=diff.step if diff is not None else None)
+            result = settled(wire, parsed, ran, ctx)
+            inspection = None
+            if diff is not None:
+                diff.step(None, ran.messages, result.messages)  # what the format must send: no strategy's doing
+                inspection = Inspection.of(diff.rows(), self.settings.inspect_entry_chars)
             # Rendering fails open like a strategy: a bug in writing the body back must not cost the user their
             # request.
             expansion = None
@@ -371,7 +380,7 @@ class Compactor:
             logger.exception("strategy chain %s failed; forwarding the request uncompacted", chain.spec)
             tokens = ctx.count_request(messages)
             return Compacted(raw, chain, ChainResult(messages, tokens, tokens), fallback="strategy_error")
-        return Compacted(body, chain, result, fallback=result.fallback, expansion=expansion)
+        return Compacted(body, chain, result, fallback=result.fallback, expansion=expansion, inspection=inspection)
 
 
 def model_table(settings: Settings) -> ModelTable:

@@ -32,6 +32,7 @@ from app.compaction.compactor import Compacted
 from app.edge.body import read_body
 from app.edge.errors import ApiError
 from app.edge.headers import RETRIED, RawHeaders, upstream_request_headers
+from app.edge.request_id import request_id
 from app.forwarding.refusals import is_event_stream, may_be_overflow, peek, read_error
 from app.services import Services
 from app.upstream.models import UpstreamModels, parse_overflow
@@ -265,6 +266,17 @@ class Forwarding:
         compacted, wire = self.compacted, self.wire.name
         self.services.metrics.compacted(compacted, wire)
         result = compacted.result
+        if self.services.inspect is not None:
+            self.services.inspect.record(
+                compacted.inspection,
+                request_id=request_id.get(),
+                wire=wire,
+                model=compacted.model,
+                chain=compacted.chain.spec,
+                tokens=(result.tokens_before, result.tokens_after) if compacted.counted else None,
+                fallback=compacted.fallback,
+                retried=self.retried,
+            )
         self.logger.info(
             "%s chain=%s tokens=%d->%d upstream_status=%s",
             wire,

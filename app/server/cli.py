@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from uvicorn.config import STARTUP_FAILURE
 
 from app.main import ConfigError, create_app
+from app.server import inspect
 from app.server.banner import banner
 from app.server.connections import raise_open_file_limit
 from app.server.logs import configure_logging
@@ -60,7 +61,10 @@ def describe(exc: ValidationError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    overrides = parse_args(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["inspect"]:  # a client of a running proxy: none of the serving flags
+        sys.exit(inspect.main(args[1:]))
+    overrides = parse_args(args)
     try:
         settings = Settings(**overrides)
         app = create_app(settings)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench.notes.stand_in import DictNotes, StandInSummariser
@@ -90,3 +92,15 @@ def test_thousands_of_parallel_calls_cost_work_linear_in_the_calls(
     chain = Chain.parse(spec, registry)
     notes = {"summariser": StandInSummariser(), "notes_cache": DictNotes()}
     linear_in_parallel_calls(lambda m, ctx: chain.run(m, ctx, trace=True).messages, shared_encodings, **notes)
+
+
+def test_watch_sees_each_step_that_ran_with_its_messages_in_and_out_a_fallbacks_too(
+    registry: Registry, ctx: Context
+) -> None:
+    messages = agent_loop(3, 5000)
+    seen: list[tuple[str, list[object], list[object]]] = []
+    # mask cannot run where the expand tool cannot be offered: its fallback (dedupe) runs instead, and is watched.
+    chain = Chain.parse("prune_tool_outputs(max_chars=10),mask", registry)
+    result = chain.run(messages, replace(ctx, expandable=False), watch=lambda *step: seen.append(step))
+    assert [name for name, _, _ in seen] == ["prune_tool_outputs", "dedupe"]
+    assert seen[0][1] is messages and seen[1][1] is seen[0][2] and seen[1][2] is result.messages

@@ -6,7 +6,18 @@ import pytest
 
 from strategies import BUILTINS, Chain, Context, Registry
 from strategies.conversation import is_tool_result, message_text
-from strategies.markers import SAME_AS_PATTERN, elided, pruned, same_as, same_as_call, truncate_middle
+from strategies.markers import (
+    SAME_AS_PATTERN,
+    elided,
+    left_out,
+    pruned,
+    repeated,
+    same_as,
+    same_as_call,
+    shown_to_the_user,
+    stub_kind,
+    truncate_middle,
+)
 from strategies.refs import Originals, refs_in
 from tests.factories import call, output, result, user
 
@@ -77,3 +88,22 @@ def test_what_reads_stubs_back_reads_every_strategys_own(spec: str, ctx: Context
         refs = refs_in(text)
         assert refs and originals.resolve(refs[0]) == original, text
         assert same_as_call(text) == ("c0" if spec == "dedupe" else None), text
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (elided("read", "x" * 500, "0a1b2c3d4e"), "whole"),
+        (elided("", "x" * 500, None, ("{}", None)), "whole"),
+        (same_as("c0", "x" * 500, "0a1b2c3d4e"), "whole"),
+        (shown_to_the_user("Search results", 7), "whole"),
+        (truncate_middle("x" * 500, 100, "0a1b2c3d4e"), "part"),
+        (pruned("x" * 500, 100, None), "part"),
+        (left_out({"read": 3}, 1, 9000, "0a1b2c3d4e"), "left_out"),
+        ("the log said [read output elided: 500 chars]", None),  # a stub's words later in a text are none
+        ("plain output", None),
+        (repeated(3), None),  # minify's marker is lossless: it stands for nothing removed
+    ],
+)
+def test_stub_kind_tells_a_whole_stub_from_a_cut_and_a_left_out_block(text: str, kind: str | None) -> None:
+    assert stub_kind(text) == kind
