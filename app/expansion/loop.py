@@ -29,13 +29,15 @@ from app.compaction.compactor import Compacted
 from app.compaction.lanes import disconnected
 from app.edge.errors import ApiError
 from app.edge.headers import EXPANSIONS, RawHeaders, client_response_headers
-from app.edge.metrics import EXPAND_CALL_OUTCOMES, Metrics
+from app.edge.metrics import EXPAND_CALL_OUTCOMES
 from app.expansion import Expansion
 from app.expansion.allowance import Allowance
 from app.expansion.memory import ExpansionMemory
 from app.expansion.rounds import Round
+from app.savings.ledger import Ledger
 from app.settings import Settings
 from app.upstream.client import Upstream
+from app.upstream.models.usage import input_usage
 from app.upstream.relay import broken_stream
 from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
@@ -73,14 +75,15 @@ class _ClientGone(Exception):
 
 
 class Expander:
-    def __init__(self, settings: Settings, upstream: Upstream, metrics: Metrics, memory: ExpansionMemory | None):
+    def __init__(self, settings: Settings, upstream: Upstream, ledger: Ledger, memory: ExpansionMemory | None):
         self.max_rounds = settings.expand_max_rounds
         self.max_chars = settings.expand_max_chars
         self.max_calls = settings.expand_max_calls
         self.max_request_chars = settings.expand_max_request_chars
         self.max_answer_bytes = settings.max_body_bytes
         self.upstream = upstream
-        self.metrics = metrics
+        self.ledger = ledger  # counts the rounds, their calls and their usage, for /metrics as for /savings
+        self.metrics = ledger.metrics
         self.memory = memory
 
     async def forward(self, offered: Offered) -> Response:
@@ -125,7 +128,7 @@ class _Run:
         if not answered.expand_calls():
             return None
         if answered.other_calls():
-            self.x.metrics.expand_rounds.labels("dropped").inc()
+            self._round("dropped")
             return None
         if self.answered >= self.x.max_rounds:
             return None  # the tool was not offered on this round: a model calling it anyway is not answered
@@ -143,11 +146,11 @@ class _Run:
             handles = round_.handles(answered.calls)
             self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls, handles))
         self.answered += 1
-        metrics = self.x.metrics
-        metrics.expand_rounds.labels("answered").inc()
+        self._round("answered")
+        wire, model = self.expansion.wire.name, self.offered.compacted.model
         for outcome in EXPAND_CALL_OUTCOMES:
             if count := getattr(answered, outcome):
-                metrics.expand_calls.labels(outcome).inc(count)
+                self.x.ledger.expand_calls(wire, model, outcome, count)
         logger.info(
             "expand round %d answered: %d call(s), %d left out",
             self.answered,
@@ -157,8 +160,18 @@ class _Run:
         )
         if self.answered < self.x.max_rounds:
             return self.expansion.wire.render(self.expansion.offered, self.messages)
-        metrics.expand_rounds.labels("capped").inc()
+        self._round("capped")
         return self.expansion.wire.render(self.expansion.plain, self.messages)
+
+    def _round(self, outcome: str) -> None:
+        self.x.ledger.expand_round(self.expansion.wire.name, self.offered.compacted.model, outcome)
+
+    def _reported(self, usage: Any) -> None:
+        """One round's usage, as its answer reported it: every round is billed, the internal ones too."""
+        wire = self.expansion.wire.name
+        found = input_usage(wire, usage)
+        if found is not None:
+            self.x.ledger.usage(wire, self.offered.compacted.model, found)
 
     async def remember(self) -> None:
         memory, key = self.x.memory, self.expansion.memory_key
@@ -206,6 +219,7 @@ class _Run:
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data, answer)
+            self._reported(data.get("usage"))
             usage = self.tool.add_usage(usage, data.get("usage"))
             body = await self.next_body(answer)
             if body is not None:
@@ -255,6 +269,7 @@ class _Run:
                     if out:
                         yield out
                 await response.aclose()
+                self._reported(streamed.usage)
                 usage = self.tool.add_usage(usage, streamed.usage)
                 body = await self.next_body(streamed)
                 if body is None:

@@ -35,7 +35,7 @@ from app.edge.headers import RETRIED, RawHeaders, upstream_request_headers
 from app.forwarding.refusals import is_event_stream, may_be_overflow, peek, read_error
 from app.services import Services
 from app.upstream.models import UpstreamModels, parse_overflow
-from app.upstream.models.usage import prompt_tokens
+from app.upstream.models.usage import prompt_tokens, usage_in_body
 from app.upstream.relay import OnComplete
 from app.wire import WireFormat
 
@@ -191,6 +191,8 @@ class Forwarding:
         self.refused_prompt = overflow.prompt_tokens
         learn = self.models.learn_overflow
         window = await anyio.to_thread.run_sync(learn, compacted.resolved, overflow, compacted.counted_raw())
+        if overflow.limit is not None and window is not None:
+            self.services.ledger.learned_window(self.wire.name, compacted.model, window)
         return response, window
 
     def _silent_refusal_possible(self, response: httpx.Response) -> bool:
@@ -231,21 +233,30 @@ class Forwarding:
         return self.compacted.response_headers() + retried
 
     def relay(self, response: httpx.Response) -> Response:
-        """The upstream's answer relayed as it comes; a whole one's usage calibrates the model's counts."""
+        """The upstream's answer relayed as it comes; a whole one's usage goes to the savings ledger and calibrates
+        the model's counts.
+        """
         observe = self._usage_observer() if response.status_code == 200 else None
         what = f"POST {self.wire.upstream_path}"
         headers = self.response_headers()
         return self.services.upstream.relay(response, what, headers, wire=self.wire, on_complete=observe)
 
-    def _usage_observer(self) -> OnComplete | None:
-        """Calibration: the prompt tokens the upstream's answer reports against the proxy's count of the prompt."""
-        models, compacted = self.models, self.compacted
-        if models is None or not compacted.counted or compacted.resolved is None:
-            return None
-        resolved, counted = compacted.resolved, compacted.counted_raw()
+    def _usage_observer(self) -> OnComplete:
+        """The input the upstream's answer reports, for the savings ledger; calibration: the prompt tokens it reports
+        against the proxy's count of the prompt.
+        """
+        models, compacted, wire, ledger = self.models, self.compacted, self.wire.name, self.services.ledger
+        calibrates = models is not None and compacted.counted and compacted.resolved is not None
         in_process = self.services.settings.cache_in_process
 
         async def observe(tail: bytes) -> None:
+            usage = usage_in_body(wire, tail)
+            if usage is not None:
+                ledger.usage(wire, compacted.model, usage)
+            if not calibrates:
+                return
+            assert models is not None and compacted.resolved is not None
+            resolved, counted = compacted.resolved, compacted.counted_raw()
             real = prompt_tokens(tail)
             if real is None:
                 return
@@ -261,7 +272,7 @@ class Forwarding:
         rounds first.
         """
         compacted, wire = self.compacted, self.wire.name
-        self.services.metrics.compacted(compacted, wire)
+        self.services.ledger.compacted(compacted, wire)
         result = compacted.result
         self.logger.info(
             "%s chain=%s tokens=%d->%d upstream_status=%s",
