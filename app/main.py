@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
@@ -24,7 +25,10 @@ from app.expansion.loop import Expander
 from app.expansion.memory import ExpansionMemory
 from app.notes.runtime import NotesRuntime
 from app.policy.keys import Keys, OpenRelayError
-from app.routes import compacted, health, inspect, passthrough, strategies, websocket
+from app.routes import compacted, health, inspect, passthrough, savings, strategies, websocket
+from app.savings.ledger import Ledger
+from app.savings.page import Dashboard
+from app.savings.store import open_store
 from app.server.logs import configure_logging
 from app.server.readiness import Readiness
 from app.services import Services, authenticate
@@ -73,6 +77,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             if settings.learn_limits
             else None
         )
+        store = open_store(settings.cache_url)
     except CacheError as exc:  # a SQLite file that cannot be created, say; only the error: the URL may hold a password
         raise ConfigError(f"cache_url: the cache cannot be opened: {exc}") from None
     upstream_models = UpstreamModels.build(
@@ -97,10 +102,23 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    expander = Expander(settings, upstream, metrics, expansions)
+    ledger = Ledger(
+        store, metrics, max_models=settings.savings_max_models, history_minutes=settings.savings_history_minutes
+    )
+    expander = Expander(settings, upstream, ledger, expansions)
     ring = InspectRing(settings.inspect_requests) if settings.inspect_requests else None
     services = Services(
-        settings, compactor, upstream, upstream_models, expander, keys, metrics, readiness, inspect=ring
+        settings,
+        compactor,
+        upstream,
+        upstream_models,
+        expander,
+        keys,
+        metrics,
+        readiness,
+        ledger,
+        Dashboard(),
+        inspect=ring,
     )
 
     @asynccontextmanager
@@ -119,7 +137,12 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             printable_url(settings.anthropic_base_url),
         )
         try:
-            yield
+            async with anyio.create_task_group() as background:
+                background.start_soon(ledger.run)
+                try:
+                    yield
+                finally:
+                    background.cancel_scope.cancel()  # ledger.run flushes once more as it stops
         finally:
             readiness.stop()
             await notes.aclose()  # first: it cancels background folds that use the upstream client
@@ -129,6 +152,7 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
             if expansions is not None:
                 await anyio.to_thread.run_sync(expansions.close)
             await anyio.to_thread.run_sync(upstream_models.close)
+            await anyio.to_thread.run_sync(ledger.close)
             # The app's objects back under the collector once it is done: a process that builds another app (the
             # tests, the benchmarks) would otherwise keep every stopped one for good, 60-70 MB each.
             gc.unfreeze()
@@ -156,6 +180,9 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
     app.include_router(websocket.router, dependencies=guarded)
     app.include_router(strategies.router, dependencies=guarded)
     app.include_router(inspect.router, dependencies=guarded)  # it holds content: behind the keys
+    # The page holds no figures, so anyone may load it; its script asks /savings, with the key.
+    app.include_router(savings.page_router)
+    app.include_router(savings.router, dependencies=guarded)
     app.include_router(passthrough.router, dependencies=guarded)  # last: it matches every /v1/* path
     app.add_middleware(BodyTimeoutMiddleware, timeout=settings.request_body_timeout_seconds)
     # Metrics count its 500s like any answer.

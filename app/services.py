@@ -11,6 +11,8 @@ from app.compaction.inspect import InspectRing
 from app.edge.metrics import Metrics
 from app.expansion.loop import Expander
 from app.policy.keys import Keys
+from app.savings.ledger import Ledger
+from app.savings.page import Dashboard
 from app.server.readiness import Readiness
 from app.settings import Settings
 from app.upstream.client import Upstream
@@ -29,6 +31,8 @@ class Services:
     keys: Keys
     metrics: Metrics
     readiness: Readiness
+    ledger: Ledger  # the savings ledger (/savings): what compacted requests saved, per wire format and model
+    dashboard: Dashboard  # the savings page (/dashboard)
     inspect: InspectRing | None = None  # the recent requests' diffs, for GET /inspect; None: inspect_requests is 0
 
 

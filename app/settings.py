@@ -282,6 +282,21 @@ class Settings(BaseSettings):
         description="Seconds the expand rounds of a conversation are remembered in the cache at cache_url, to "
         "be shown again in its later requests; each request renews them.",
     )
+    # --- The savings ledger (GET /savings, /dashboard), kept in the cache at cache_url ---
+    savings_max_models: int = Field(
+        50,
+        ge=1,
+        le=10_000,
+        description="Models the savings ledger keeps apart, the first it sees (between every process sharing "
+        'cache_url); requests naming any other are counted as model "other": the client picks model names.',
+    )
+    savings_history_minutes: int = Field(
+        24 * 60,
+        ge=1,
+        le=31 * 24 * 60,
+        description="Minutes of the savings ledger's series per minute that are kept (the savings page's chart); "
+        "its totals are kept for good.",
+    )
     shutdown_grace_seconds: int = Field(
         30, ge=0, description="On SIGTERM, seconds in-flight requests get to finish before they are cut."
     )

@@ -34,6 +34,9 @@ TESTED_THROUGH = {
     "app/notes/summariser.py": "tests/app/notes/test_runtime.py",
     "app/server/cli.py": "tests/app/server/test_serve.py",  # the CLI's process, signals and drain
     "app/server/httptools.py": "tests/app/server/test_connections.py",  # both protocol classes
+    "app/savings/redis.py": "tests/app/savings/test_store.py",  # every store against one contract
+    "app/savings/sqlite.py": "tests/app/savings/test_store.py",
+    "app/savings/tally.py": "tests/app/savings/test_ledger.py",
     "app/server/readiness.py": "tests/app/server/test_serve.py",
     "app/services.py": "tests/app/policy/test_keys.py",  # authenticate
     "app/upstream/websocket.py": "tests/app/routes/test_websocket.py",

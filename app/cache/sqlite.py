@@ -20,24 +20,24 @@ CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, token TEXT NOT NULL, exp
 BUSY_TIMEOUT_MS = 5000
 
 
-class SqliteBackend:
-    """One connection per thread (sqlite3 connections must not be shared between threads at once), all
-    kept so that close() can close them. Wall-clock expiry: other processes read the same rows.
+class Connections:
+    """One connection per thread (sqlite3 connections must not be shared between threads at once), all kept so that
+    close() can close them; the file and its directory made, and `schema` run, when opened.
     """
 
-    def __init__(self, path: Path, ttl: float) -> None:
+    def __init__(self, path: Path, schema: str) -> None:
         self.path = path
-        self.ttl = ttl
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._connection().executescript(SCHEMA)
+            self.get().executescript(schema)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"cannot open the cache {path}: {exc}") from None
 
-    def _connection(self) -> sqlite3.Connection:
+    def get(self) -> sqlite3.Connection:
+        """This thread's connection."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             # Autocommit (isolation_level=None): every statement commits at once unless a BEGIN says otherwise.
@@ -48,6 +48,22 @@ class SqliteBackend:
             with self._lock:
                 self._connections.append(connection)
         return connection
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+
+
+class SqliteBackend:
+    """Wall-clock expiry: other processes read the same rows."""
+
+    def __init__(self, path: Path, ttl: float) -> None:
+        self.path = path
+        self.ttl = ttl
+        self._connections = Connections(path, SCHEMA)
+        self._connection = self._connections.get
 
     def get(self, key: str) -> str | None:
         now = time.time()
@@ -94,7 +110,4 @@ class SqliteBackend:
             raise CacheError(str(exc)) from None
 
     def close(self) -> None:
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
+        self._connections.close()

@@ -16,10 +16,12 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.compaction.prefix import OUTCOMES
+from app.upstream.models.usage import KINDS
 from app.wire import WIRE_NAMES
 
 if TYPE_CHECKING:
     from app.compaction.compactor import Compacted
+    from app.upstream.models.usage import InputUsage
 
 # Streams of long answers run for minutes; the default buckets stop at 10 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -123,6 +125,19 @@ class Metrics:
             ["wire"],
             registry=r,
         )
+        self.upstream_input_tokens = Counter(
+            "compaction_proxy_upstream_input_tokens",
+            "Input tokens the upstream's answers to compacted requests reported (their usage; every expand round's), "
+            "by wire format and kind: uncached, cache_read (served by the provider's prompt cache), cache_write "
+            "(written to it: Anthropic's cache_creation_input_tokens).",
+            ["wire", "kind"],
+            registry=r,
+        )
+        self.savings_store_errors = Counter(
+            "compaction_proxy_savings_store_errors",
+            "Failed attempts to add the savings ledger's counts to its store at cache_url (kept, and added later).",
+            registry=r,
+        )
         # Present at zero from the start, so a rate() or an alert works before the first failure.
         for prefix_outcome in OUTCOMES:
             self.prefix.labels(prefix_outcome)
@@ -134,6 +149,8 @@ class Metrics:
             self.tokens_removed.labels(wire)
             for stage in ("before", "after"):
                 self.tokens.labels(wire, stage)
+            for kind in KINDS:
+                self.upstream_input_tokens.labels(wire, kind)
         for round_outcome in ("answered", "capped", "dropped"):
             self.expand_rounds.labels(round_outcome)
         for result in EXPAND_CALL_OUTCOMES:
@@ -146,6 +163,12 @@ class Metrics:
 
     def summariser_call(self, outcome: str) -> None:
         self.summariser_calls.labels(outcome).inc()
+
+    def upstream_input(self, wire: str, usage: InputUsage) -> None:
+        """What one upstream answer reported of its input (app.savings.Ledger.usage counts it for the ledger too)."""
+        for kind, count in usage.by_kind().items():
+            if count:
+                self.upstream_input_tokens.labels(wire, kind).inc(count)
 
     def compacted(self, compacted: Compacted, wire: str) -> None:
         """One request compacted in the wire format named `wire` (WireFormat.name)."""

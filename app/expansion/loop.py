@@ -29,14 +29,16 @@ from app.compaction.compactor import Compacted
 from app.compaction.lanes import disconnected
 from app.edge.errors import ApiError
 from app.edge.headers import EXPANSIONS, RawHeaders, client_response_headers
-from app.edge.metrics import EXPAND_CALL_OUTCOMES, Metrics
+from app.edge.metrics import EXPAND_CALL_OUTCOMES
 from app.expansion import Expansion
 from app.expansion.allowance import Allowance
 from app.expansion.memory import ExpansionMemory
 from app.expansion.rounds import Round
+from app.savings.ledger import Ledger
 from app.settings import Settings
 from app.upstream.client import Upstream
-from app.upstream.relay import OnComplete, broken_stream
+from app.upstream.models.usage import input_usage
+from app.upstream.relay import broken_stream
 from app.upstream.sse import EventSplitter, EventTooLarge
 from app.wire import dump_json
 from app.wire.base import ExpandAnswer, ExpandRound, ExpandStream
@@ -67,8 +69,8 @@ class Offered(Protocol):
         """The X-Compaction-* headers for the client, of what was sent last."""
         ...
 
-    def usage_observer(self) -> OnComplete | None:
-        """What learns from the usage the upstream reports for what was sent last (None: nothing to learn)."""
+    async def calibrate(self, reported: bytes) -> None:
+        """The model's counts learn from the prompt tokens the upstream reports for what was sent last."""
         ...
 
 
@@ -77,14 +79,15 @@ class _ClientGone(Exception):
 
 
 class Expander:
-    def __init__(self, settings: Settings, upstream: Upstream, metrics: Metrics, memory: ExpansionMemory | None):
+    def __init__(self, settings: Settings, upstream: Upstream, ledger: Ledger, memory: ExpansionMemory | None):
         self.max_rounds = settings.expand_max_rounds
         self.max_chars = settings.expand_max_chars
         self.max_calls = settings.expand_max_calls
         self.max_request_chars = settings.expand_max_request_chars
         self.max_answer_bytes = settings.max_body_bytes
         self.upstream = upstream
-        self.metrics = metrics
+        self.ledger = ledger  # counts the rounds, their calls and their usage, for /metrics as for /savings
+        self.metrics = ledger.metrics
         self.memory = memory
 
     async def forward(self, offered: Offered) -> Response:
@@ -129,7 +132,7 @@ class _Run:
         if not answered.expand_calls():
             return None
         if answered.other_calls():
-            self.x.metrics.expand_rounds.labels("dropped").inc()
+            self._round("dropped")
             return None
         if self.answered >= self.x.max_rounds:
             return None  # the tool was not offered on this round: a model calling it anyway is not answered
@@ -147,11 +150,11 @@ class _Run:
             handles = round_.handles(answered.calls)
             self.rounds.append(Round(self.expansion.at, self.expansion.anchor, answered.calls, handles))
         self.answered += 1
-        metrics = self.x.metrics
-        metrics.expand_rounds.labels("answered").inc()
+        self._round("answered")
+        wire, model = self.expansion.wire.name, self.offered.compacted.model
         for outcome in EXPAND_CALL_OUTCOMES:
             if count := getattr(answered, outcome):
-                metrics.expand_calls.labels(outcome).inc(count)
+                self.x.ledger.expand_calls(wire, model, outcome, count)
         logger.info(
             "expand round %d answered: %d call(s), %d left out",
             self.answered,
@@ -161,7 +164,7 @@ class _Run:
         )
         if self.answered < self.x.max_rounds:
             return self.expansion.wire.render(self.expansion.offered, self.messages)
-        metrics.expand_rounds.labels("capped").inc()
+        self._round("capped")
         return self.expansion.wire.render(self.expansion.plain, self.messages)
 
     async def _calibrate(self, usage: Any) -> None:
@@ -169,9 +172,18 @@ class _Run:
         upstream's count of it calibrates the model's counts as a relayed answer's does. Without this, a request
         whose stubs offer the tool, which on a small window is every request, would never be learned from.
         """
-        observe = self.offered.usage_observer()
-        if observe is not None and isinstance(usage, dict):
-            await observe(orjson.dumps(usage))
+        if isinstance(usage, dict):
+            await self.offered.calibrate(orjson.dumps(usage))
+
+    def _round(self, outcome: str) -> None:
+        self.x.ledger.expand_round(self.expansion.wire.name, self.offered.compacted.model, outcome)
+
+    def _reported(self, usage: Any) -> None:
+        """One round's usage, as its answer reported it: every round is billed, the internal ones too."""
+        wire = self.expansion.wire.name
+        found = input_usage(wire, usage)
+        if found is not None:
+            self.x.ledger.usage(wire, self.offered.compacted.model, found)
 
     async def remember(self) -> None:
         memory, key = self.x.memory, self.expansion.memory_key
@@ -219,6 +231,7 @@ class _Run:
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data, answer)
+            self._reported(data.get("usage"))
             if body is None:
                 await self._calibrate(data.get("usage"))
             usage = self.tool.add_usage(usage, data.get("usage"))
@@ -270,6 +283,7 @@ class _Run:
                     if out:
                         yield out
                 await response.aclose()
+                self._reported(streamed.usage)
                 if not self.answered:
                     await self._calibrate(streamed.usage)
                 usage = self.tool.add_usage(usage, streamed.usage)

@@ -36,8 +36,7 @@ from app.edge.request_id import request_id
 from app.forwarding.refusals import is_event_stream, may_be_overflow, peek, read_error
 from app.services import Services
 from app.upstream.models import UpstreamModels, parse_overflow
-from app.upstream.models.usage import prompt_tokens
-from app.upstream.relay import OnComplete
+from app.upstream.models.usage import prompt_tokens, usage_in_body
 from app.wire import WireFormat
 
 logger = logging.getLogger("compaction_proxy.fitting")
@@ -192,6 +191,8 @@ class Forwarding:
         self.refused_prompt = overflow.prompt_tokens
         learn = self.models.learn_overflow
         window = await anyio.to_thread.run_sync(learn, compacted.resolved, overflow, compacted.counted_raw())
+        if overflow.limit is not None and window is not None:
+            self.services.ledger.learned_window(self.wire.name, compacted.model, window)
         return response, window
 
     def _silent_refusal_possible(self, response: httpx.Response) -> bool:
@@ -232,39 +233,43 @@ class Forwarding:
         return self.compacted.response_headers() + retried
 
     def relay(self, response: httpx.Response) -> Response:
-        """The upstream's answer relayed as it comes; a whole one's usage calibrates the model's counts."""
-        observe = self.usage_observer() if response.status_code == 200 else None
+        """The upstream's answer relayed as it comes; a whole one's usage goes to the savings ledger and calibrates
+        the model's counts.
+        """
+        observe = self._observe_usage if response.status_code == 200 else None
         what = f"POST {self.wire.upstream_path}"
         headers = self.response_headers()
         return self.services.upstream.relay(response, what, headers, wire=self.wire, on_complete=observe)
 
-    def usage_observer(self) -> OnComplete | None:
-        """Calibration: the prompt tokens the upstream's answer to what was sent last reports, against the proxy's
-        count of that prompt (None: nothing to learn).
+    async def _observe_usage(self, tail: bytes) -> None:
+        """The input the upstream's answer reports, for the savings ledger and the calibration."""
+        usage = usage_in_body(self.wire.name, tail)
+        if usage is not None:
+            self.services.ledger.usage(self.wire.name, self.compacted.model, usage)
+        await self.calibrate(tail)
+
+    async def calibrate(self, reported: bytes) -> None:
+        """The prompt tokens the upstream reports (in an answer's body or tail, or a usage object) for what was sent
+        last, against the proxy's count of that prompt: the model's counts learn from it.
         """
         models, compacted = self.models, self.compacted
         if models is None or not compacted.counted or compacted.resolved is None:
-            return None
+            return
+        real = prompt_tokens(reported)
+        if real is None:
+            return
         resolved, counted = compacted.resolved, compacted.counted_raw()
-        in_process = self.services.settings.cache_in_process
-
-        async def observe(tail: bytes) -> None:
-            real = prompt_tokens(tail)
-            if real is None:
-                return
-            if in_process:  # a dictionary update: a thread hop would cost more, on every request
-                models.observe_usage(resolved, counted, real)
-            else:
-                await anyio.to_thread.run_sync(models.observe_usage, resolved, counted, real)
-
-        return observe
+        if self.services.settings.cache_in_process:  # a dictionary update: a thread hop would cost more
+            models.observe_usage(resolved, counted, real)
+        else:
+            await anyio.to_thread.run_sync(models.observe_usage, resolved, counted, real)
 
     def _report(self, upstream_status: int | None) -> None:
         """Metrics and the one log line of what compaction did; upstream_status None: the proxy answers the expand
         rounds first.
         """
         compacted, wire = self.compacted, self.wire.name
-        self.services.metrics.compacted(compacted, wire)
+        self.services.ledger.compacted(compacted, wire)
         result = compacted.result
         if self.services.inspect is not None:
             self.services.inspect.record(

@@ -34,4 +34,6 @@ def banner(settings: Settings) -> list[str]:
     ]
     if settings.api_keys:
         lines.append(f"  clients must send one of the proxy's {len(settings.api_keys)} keys (api_keys)")
+    # The page itself is open; its figures (/savings) are behind the keys, which it asks for.
+    lines.append(f"  savings page: {base}/dashboard" + (" (it asks for a proxy key)" if settings.api_keys else ""))
     return lines

@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.edge.headers import client_response_headers
 from app.edge.metrics import Metrics
-from app.upstream.models.usage import TAIL_BYTES
+from app.upstream.models.usage import HEAD_BYTES, TAIL_BYTES
 from app.upstream.sse import EVENT_ENDS
 from app.wire import WireFormat
 
@@ -23,7 +23,7 @@ logger = logging.getLogger("compaction_proxy.upstream")
 WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
 # What the error event says of a stream still running when the shutdown grace ended.
 CUT_AT_SHUTDOWN = ("The proxy shut down before the response was complete.", "proxy_shutdown")
-# Called once a relayed body has gone out whole, with its last TAIL_BYTES (where usage is reported).
+# Called once a relayed body has gone out whole, with its ends (usage_ends): where usage is reported.
 OnComplete = Callable[[bytes], Awaitable[None]]
 
 
@@ -49,7 +49,7 @@ class Relay(StreamingResponse):
         self.complete = True
         identity = response.headers.get("content-encoding", "identity") == "identity"
         self.on_complete = on_complete if identity else None
-        self.tail: bytes | None = None  # the body's end, once it has come whole
+        self.tail: bytes | None = None  # the body's ends, once it has come whole
         self.sent = 0  # bytes relayed so far
         self.last_bytes = b""  # the last four of them: whether the body stands between two events
         super().__init__(self._body(), status_code=response.status_code, background=BackgroundTask(self._after))
@@ -57,15 +57,21 @@ class Relay(StreamingResponse):
 
     async def _body(self) -> AsyncIterator[bytes]:
         response = self.upstream
-        end = b""
+        head, end, cut = b"", b"", False
         try:
             async for chunk in response.aiter_raw():
                 self.sent += len(chunk)
                 self.last_bytes = (self.last_bytes + chunk)[-4:]
                 if self.on_complete is not None:
-                    end = (end + chunk)[-TAIL_BYTES:]
+                    if len(head) < HEAD_BYTES:
+                        room = HEAD_BYTES - len(head)
+                        head, chunk_rest = head + chunk[:room], chunk[room:]
+                    else:
+                        chunk_rest = chunk
+                    cut = cut or len(end) + len(chunk_rest) > TAIL_BYTES
+                    end = (end + chunk_rest)[-TAIL_BYTES:]
                 yield chunk
-            self.tail = end
+            self.tail = usage_ends(head, end, cut)
         except httpx.TransportError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             self.metrics.upstream_error("timeout" if timeout else "broken_stream")
@@ -138,6 +144,13 @@ class Relay(StreamingResponse):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # Otherwise return without the final message: the server then closes the connection and the
         # client sees a truncated body instead of a short one that looks whole.
+
+
+def usage_ends(head: bytes, tail: bytes, cut: bool) -> bytes:
+    """What on_complete reads usage from: the body whole, or its first HEAD_BYTES and last TAIL_BYTES apart (cut:
+    something between them was left out), for the Messages API's stream, which reports its input in its first event.
+    """
+    return head + b"\n\n" + tail if cut else head + tail
 
 
 def broken_stream(timeout: bool) -> tuple[str, str]:

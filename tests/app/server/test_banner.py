@@ -33,6 +33,13 @@ def test_it_names_both_base_urls_each_routes_upstream_and_the_default_chain() ->
     assert any(settings.default_strategies in line for line in lines)
 
 
+def test_it_names_the_savings_page_where_a_browser_here_opens_it_and_says_when_it_asks_for_a_key() -> None:
+    open_proxy = banner(Settings(host="0.0.0.0", port=9123))
+    assert open_proxy[-1] == "  savings page: http://127.0.0.1:9123/dashboard"
+    guarded = banner(Settings(port=9123, api_keys=["sk-proxy-key-1"]))
+    assert guarded[-1] == "  savings page: http://127.0.0.1:9123/dashboard (it asks for a proxy key)"
+
+
 def test_an_address_of_every_interface_is_written_as_loopback_for_clients_here() -> None:
     assert client_url(Settings(host="0.0.0.0", port=80)) == "http://127.0.0.1:80"
     assert client_url(Settings(host="::", port=80)) == "http://[::1]:80"
