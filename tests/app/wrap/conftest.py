@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Every file under root by its SHA-256: a config file changed, added or removed shows."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
