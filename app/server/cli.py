@@ -1,11 +1,13 @@
-"""`compaction-proxy`: flags override the environment, which overrides the config file."""
+"""`compaction-proxy`: serves, its flags overriding the environment, which overrides the config file; or, when the
+first argument names a subcommand (SUBCOMMANDS), runs that instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,8 +21,12 @@ from app.server.logs import configure_logging
 from app.server.serve import DrainingServer, exit_cleanly_after_drain, server_config
 from app.server.workers import run_workers
 from app.settings import Settings
+from app.wrap import cli as wrap
 
 logger = logging.getLogger("compaction_proxy.cli")
+
+# Each subcommand's main: its own arguments in, the exit status out.
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {"wrap": wrap.main}
 
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
@@ -28,6 +34,7 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
         prog="compaction-proxy",
         description="HTTP proxy that compacts LLM context in flight: OpenAI chat completions and Responses, "
         "Anthropic Messages.",
+        epilog="compaction-proxy wrap --help: run a coding agent through a proxy of its own.",
     )
     add_listen_flags(parser)
     add_settings_flags(parser)
@@ -35,6 +42,13 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        sys.exit(SUBCOMMANDS[args[0]](args[1:]))
+    serve(args)
+
+
+def serve(argv: Sequence[str]) -> None:
     overrides = parse_args(argv)
     try:
         settings = Settings(**overrides)
