@@ -5,7 +5,7 @@ from pathlib import Path
 
 from app.wrap.agents import Upstreams
 from app.wrap.agents.claude import ClaudeCode
-from tests.app.wrap.conftest import digests
+from tests.support.files import digests
 
 PROXY = "http://127.0.0.1:4321"
 FORWARDS = Upstreams("https://api.openai.com/v1", "https://api.anthropic.com")

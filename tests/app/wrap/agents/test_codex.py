@@ -7,7 +7,7 @@ import pytest
 
 from app.wrap.agents import Upstreams, WrapError
 from app.wrap.agents.codex import Codex
-from tests.app.wrap.conftest import digests
+from tests.support.files import digests
 
 PROXY = "http://127.0.0.1:4321"
 FORWARDS = Upstreams("https://api.openai.com/v1", "https://api.anthropic.com")

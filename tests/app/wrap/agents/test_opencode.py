@@ -6,7 +6,7 @@ from typing import Any
 
 from app.wrap.agents import Upstreams
 from app.wrap.agents.opencode import CONTENT, OpenCode, loads_jsonc
-from tests.app.wrap.conftest import digests
+from tests.support.files import digests
 
 PROXY = "http://127.0.0.1:4321"
 OPENAI, ANTHROPIC = "https://api.openai.com/v1", "https://api.anthropic.com"
