@@ -8,6 +8,9 @@ opencode.json provider. wrap is left to find that upstream: MODE `own` lets it s
 there; MODE `proxy` gives it `--proxy` of a proxy the scenario runs (forwarding there too), whose /metrics are read
 before and after. The model asks for one shell call, then answers FINAL. The report holds wrap's status and output,
 the model's requests, every file of the home before and after by digest, and /metrics (MODE `proxy`).
+
+MODE `tui` runs Claude Code's own interactive UI through wrap in a tmux pane instead (tui): the prompt typed in,
+the answer awaited on the screen, the window resized, `/exit` typed; the pane's screens and wrap's status reported.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,5 +181,98 @@ def run(agent: str, mode: str, bin_dir: str) -> dict[str, Any]:
         }
 
 
+class Pane:
+    """A tmux server of its own (its socket in `tmp`) running one command in a pane that stays once it exits."""
+
+    def __init__(self, tmp: Path, command: str, cwd: Path, env: dict[str, str]) -> None:
+        conf = tmp / "tmux.conf"
+        conf.write_text("set -g remain-on-exit on\n")
+        self.tmux = ["tmux", "-S", str(tmp / "tmux.sock"), "-f", str(conf)]
+        size = ["-x", "120", "-y", "40"]
+        subprocess.run(
+            [*self.tmux, "new-session", "-d", *size, "-c", str(cwd), "sh", "-c", command], env=env, check=True
+        )
+
+    def screen(self) -> str:
+        return subprocess.run([*self.tmux, "capture-pane", "-p"], capture_output=True, text=True, check=True).stdout
+
+    def wait_for(self, shown: Callable[[str], bool], what: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while not shown(screen := self.screen()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}; the screen:\n{screen}")
+            time.sleep(0.2)
+        return screen
+
+    def type(self, text: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", "-l", text], check=True)
+        time.sleep(0.3)  # as a person types: the UI takes the text, then the Enter that sends it
+        subprocess.run([*self.tmux, "send-keys", "Enter"], check=True)
+
+    def resize(self, columns: int) -> None:
+        subprocess.run([*self.tmux, "resize-window", "-x", str(columns)], check=True)
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], check=False)
+
+
+def rule(screen: str) -> int:
+    """The width of the widest horizontal rule Claude Code draws around its prompt: the window's width."""
+    return max(
+        (len(line.strip()) for line in screen.splitlines() if line.strip() and set(line.strip()) == {"─"}), default=0
+    )
+
+
+def tui(bin_dir: str) -> dict[str, Any]:
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    model = Model("claude")
+    with LoopbackServer(model.app) as upstream, tempfile.TemporaryDirectory() as tmp:
+        home, project = Path(tmp, "home"), Path(tmp, "project")
+        home.mkdir()
+        project.mkdir()
+        _, agent_env = model.configure(home, upstream.url)
+        before_files = digests(home)
+        key = agent_env["ANTHROPIC_API_KEY"]
+        # Claude Code's own state (not configuration: it rewrites it as it runs): first-run questions answered,
+        # the key and the project trusted, as after a first session.
+        state = {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+            "projects": {str(project): {"hasTrustDialogAccepted": True, "allowedTools": []}},
+        }
+        (home / ".claude.json").write_text(json.dumps(state))
+        env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "TERM": "xterm-256color",
+            "XDG_STATE_HOME": str(Path(tmp, "state")),
+            "PYTHONPATH": str(ROOT),
+            **QUIET,
+            **agent_env,
+        }
+        wrap = f"{sys.executable} -m app wrap claude --model {claude_code.MODEL} --allowedTools Bash"
+        pane = Pane(Path(tmp), f"{wrap}; echo WRAP-STATUS=$?", project, env)
+        try:
+            started = pane.wait_for(lambda s: "for shortcuts" in s, "Claude Code's prompt")
+            pane.type("Print the numbers with the Bash tool, then say when you are done.")
+            answered = pane.wait_for(lambda s: claude_code.FINAL in s, "the model's answer")
+            pane.resize(100)
+            resized = pane.wait_for(lambda s: rule(s) == 100, "the UI redrawn at 100 columns")
+            pane.type("/exit")
+            ended = pane.wait_for(lambda s: "WRAP-STATUS=" in s, "wrap's exit")
+        finally:
+            pane.close()
+        return {
+            "rules": [rule(started), rule(resized)],
+            "answered": answered,
+            "ended": ended,
+            "requests": model.requests(),
+            "files_before": before_files,
+            "files_after": {k: v for k, v in digests(home).items() if k in before_files},
+        }
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], sys.argv[2], sys.argv[3])))
+    agent, mode, bin_dir = sys.argv[1], sys.argv[2], str(Path(sys.argv[3]).resolve())
+    print(json.dumps(tui(bin_dir) if mode == "tui" else run(agent, mode, bin_dir)))

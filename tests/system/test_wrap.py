@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from app.wrap.summary import Samples, Summary
+from tests.support import claude_code
 from tests.support.required import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +77,19 @@ def test_wrap_starts_a_proxy_forwarding_where_the_agent_was_configured_to_go(age
     assert requests is not None and int(requests.group(1)) == report["requests"]
     assert "forwarding to" in report["first_line"] and "its log: " in report["first_line"]
     assert report["proxy_lines"] == 0 and report["logs"] == 2  # each run's proxy logged to a file of its own
+
+
+def test_claude_codes_own_interactive_ui_works_through_wrap_in_a_terminal() -> None:
+    """In a tmux pane: Claude Code's UI comes up, takes a typed prompt, shows the model's answer after its Bash call,
+    redraws when the window narrows (SIGWINCH reached it), and `/exit` ends it; then wrap's summary, and its status.
+    """
+    require(shutil.which("tmux") is not None, "needs tmux(1) to drive Claude Code's interactive UI")
+    require((BIN / "claude").exists(), f"claude not installed in {BIN.relative_to(ROOT)}: scripts/test installs it")
+    report = in_namespace("claude", "tui", str(BIN))
+    assert claude_code.FINAL in report["answered"] and "Bash(" in report["answered"]
+    assert report["rules"] == [120, 100]
+    ended = report["ended"].splitlines()
+    assert "WRAP-STATUS=0" in ended  # Claude Code's status, through wrap
+    requests = next(line for line in ended if line.startswith("  requests: "))
+    assert requests == f"  requests: {report['requests']} (/v1/messages {report['requests']})"
+    assert report["files_after"] == report["files_before"]
