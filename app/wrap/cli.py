@@ -25,7 +25,7 @@ from app.wrap.summary import Samples, Summary
 
 PROG = "compaction-proxy wrap"
 NOT_FOUND = 127  # as a shell answers a command it cannot find
-# The settings a discovered upstream goes to, for the proxy wrap starts: (its environment variable, the field).
+# The setting of the proxy wrap starts that an upstream the agent was configured with goes to, by API.
 UPSTREAM_FIELDS = {"openai": "upstream_base_url", "anthropic": "anthropic_base_url"}
 
 
