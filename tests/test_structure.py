@@ -46,6 +46,7 @@ TESTED_THROUGH = {
     "app/wire/json_body.py": "tests/app/routes/test_compacted_properties.py",
     "app/wire/openai.py": "tests/app/routes/test_compacted_chat.py",
     "app/wire/responses/items.py": "tests/app/wire/test_responses.py",
+    "app/wrap/agents/base.py": "tests/app/wrap/agents/test_claude.py",  # what every agent shares
     "strategies/base.py": "tests/strategies/test_registry.py",
     "strategies/budget.py": "tests/strategies/test_window.py",
     "strategies/digests.py": "tests/app/compaction/test_prefix_unit.py",

@@ -1,11 +1,13 @@
-"""`compaction-proxy`: flags override the environment, which overrides the config file."""
+"""`compaction-proxy`: serves, its flags overriding the environment, which overrides the config file; or, when the
+first argument names a subcommand (SUBCOMMANDS), runs that instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,12 +17,17 @@ from app.main import ConfigError, create_app
 from app.server import inspect
 from app.server.banner import banner
 from app.server.connections import raise_open_file_limit
+from app.server.flags import add_listen_flags, add_settings_flags, describe
 from app.server.logs import configure_logging
 from app.server.serve import DrainingServer, exit_cleanly_after_drain, server_config
 from app.server.workers import run_workers
 from app.settings import Settings
+from app.wrap import cli as wrap
 
 logger = logging.getLogger("compaction_proxy.cli")
+
+# Each subcommand's main: its own arguments in, the exit status out.
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {"wrap": wrap.main, "inspect": inspect.main}
 
 
 def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
@@ -28,43 +35,23 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, Any]:
         prog="compaction-proxy",
         description="HTTP proxy that compacts LLM context in flight: OpenAI chat completions and Responses, "
         "Anthropic Messages.",
+        epilog="compaction-proxy wrap --help: run a coding agent through a proxy of its own. "
+        "compaction-proxy inspect --help: what compaction did to the newest requests.",
     )
-    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
-    parser.add_argument(
-        "--upstream",
-        dest="upstream_base_url",
-        metavar="BASE_URL",
-        help="OpenAI-compatible upstream base URL (default https://api.openai.com/v1)",
-    )
-    parser.add_argument(
-        "--context-window",
-        dest="default_context_window",
-        type=int,
-        metavar="TOKENS",
-        help="context window of models the proxy cannot otherwise learn (default 128000)",
-    )
-    parser.add_argument("--config", metavar="FILE", help="TOML settings file (or COMPACTION_CONFIG)")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    parser.add_argument(
-        "--log-format",
-        choices=["auto", "json", "text"],
-        help="auto (default: text on a terminal), json or text",
-    )
-    parser.add_argument("--workers", type=int, metavar="N", help="worker processes serving the port (default 1)")
+    add_listen_flags(parser)
+    add_settings_flags(parser)
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
 
-def describe(exc: ValidationError) -> str:
-    # Field and reason only: the rejected value could be a secret.
-    return "\n".join(f"  {'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors())
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == ["inspect"]:  # a client of a running proxy: none of the serving flags
-        sys.exit(inspect.main(args[1:]))
-    overrides = parse_args(args)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        sys.exit(SUBCOMMANDS[args[0]](args[1:]))
+    serve(args)
+
+
+def serve(argv: Sequence[str]) -> None:
+    overrides = parse_args(argv)
     try:
         settings = Settings(**overrides)
         app = create_app(settings)
