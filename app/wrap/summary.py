@@ -10,12 +10,15 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.savings.report import billed as billed_input
+from app.savings.tally import TOKENS_AFTER, TOKENS_BEFORE
+from app.upstream.models.usage import KINDS
+
 REQUESTS = "compaction_proxy_requests_total"
 TOKENS = "compaction_proxy_prompt_tokens_total"
 REMOVED = "compaction_proxy_tokens_removed_total"
-# The upstream's own count of each answer's input (the savings page's branch adds it): absent, the summary says so.
+# The upstream's own count of each answer's input: absent (a proxy older than the savings page), the summary says so.
 BILLED = "compaction_proxy_upstream_input_tokens_total"
-BILLED_KINDS = ("uncached", "cache_read", "cache_write")
 EXPAND_ROUNDS = "compaction_proxy_expand_rounds_total"
 FALLBACKS = "compaction_proxy_fallbacks_total"
 API_PREFIX = "/v1/"  # the routes the agent's requests take; /metrics and /readyz are wrap's own
@@ -80,7 +83,7 @@ class Summary:
             tokens_before=stages.get("before", 0),
             tokens_after=stages.get("after", 0),
             removed=sum(run.by(REMOVED, "wire").values()),
-            billed=None if billed is None else {kind: billed.get(kind, 0) for kind in BILLED_KINDS},
+            billed=None if billed is None else {kind: billed.get(kind, 0) for kind in KINDS},
             expand_rounds={o: n for o, n in run.by(EXPAND_ROUNDS, "outcome").items() if n},
             fallbacks={r: n for r, n in run.by(FALLBACKS, "reason").items() if n},
         )
@@ -94,11 +97,16 @@ class Summary:
         ]
         if self.billed is None:
             lines.append(f"  billed input: not counted by this proxy ({BILLED.removesuffix('_total')})")
+        elif not any(self.billed.values()):
+            lines.append("  billed input: none reported by the upstream")
         else:
-            parts = ", ".join(f"{n:,} {kind.replace('_', ' ')}" for kind, n in self.billed.items())
+            # As the savings page reckons it (app.savings.report): cache reads are charged at a fraction, apart.
+            counts = {**self.billed, TOKENS_BEFORE: self.tokens_before, TOKENS_AFTER: self.tokens_after}
+            charged, estimate = billed_input(counts)
             lines.append(
-                f"  billed input: {sum(self.billed.values()):,} as the upstream reported it ({parts}), against "
-                f"~{self.tokens_before:,} without the proxy (its count of the requests as the agent sent them)"
+                f"  billed input: {charged:,} ({self.billed['uncached']:,} uncached, {self.billed['cache_write']:,} "
+                f"cache writes; {self.billed['cache_read']:,} more read from the prompt cache), against ~{estimate:,} "
+                "without the proxy"
             )
         lines.append(f"  expand rounds: {_counts(self.expand_rounds)}")
         lines.append(f"  fallbacks: {_counts(self.fallbacks)}")
