@@ -1,9 +1,15 @@
 """mask past its limit: the order of degradation, so an agent over its window keeps its recent work and reaches
 the rest (issue 26).
 
+Mask's own rule, on every jump (`Inputs`: with mask's `inputs`, what the model wrote too): all tool results but the
+newest `keep` become stubs with a ref; with inputs, also the long strings in those calls' arguments are cut head and
+tail around a stub with a ref, and so is a long assistant text older than the turn of the oldest of the newest
+`keep` calls (never the latest assistant turn, nor a pinned message, nor a text that quotes a ref, which would name
+other content).
+
 A request that would pass mask's limit is brought under a target (the limit less the room for growth) by the
 least it takes, in this order, each step only while the request is still over:
-1. all tool results but the newest `keep` become stubs with a ref (mask's own rule);
+1. mask's own rule;
 2. the long strings in the arguments of those calls are cut head and tail around a stub with a ref (what the
    model wrote: whole files, long scripts), the arguments staying valid JSON;
 3. fewer results whole: the newest but one, then the next, becomes a stub (and its arguments are cut), down to
@@ -28,14 +34,23 @@ from .base import Applied
 from .context import Context
 from .conversation import CallIndex, ToolPair, find_pairs, is_assistant, is_tool_result, message_text, with_arguments
 from .conversation import with_message_text as with_text
-from .layout import Layout
+from .layout import Layout, pinned_units, split_units
 from .markers import elided, left_out, shorten_arguments, truncate_middle
 from .messages import Message
-from .refs import LeftOutRef, ordered_pairs
+from .refs import LeftOutRef, ordered_pairs, refs_in
 
-# Characters an argument string keeps (head and tail) once its call's result is masked past the limit: a path or
-# a command stays whole, a file's content goes.
+# Characters an argument string keeps (head and tail) once its call's result is masked past the limit (or on every
+# jump, with mask's inputs): a path or a command stays whole, a file's content goes.
 ARGUMENT_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What of the model's own writing mask's rule cuts besides the results: the long strings in the masked calls'
+    arguments (to ARGUMENT_CHARS) and old assistant texts longer than `text_chars` (to text_chars, head and tail).
+    """
+
+    text_chars: int
 
 
 @dataclass
@@ -49,6 +64,7 @@ class _Masking:
     calls: CallIndex = field(default_factory=CallIndex)
     stubbed: int = 0
     shortened: int = 0
+    texts: int = 0
 
     def __post_init__(self) -> None:
         self.out = list(self.messages)
@@ -56,6 +72,9 @@ class _Masking:
         # The latest assistant turn goes back as the model wrote it in some wire formats (Anthropic's signed
         # thinking), so its calls' arguments are never shortened: that would not take.
         self.latest = max((i for i, m in enumerate(self.messages) if is_assistant(m)), default=-1)
+        self._shortened: set[tuple[int, str | None]] = set()
+        self._texts_from = 0  # the assistant texts before this were considered by cut_texts already
+        self._pinned: set[int] | None = None
 
     def replace(self, index: int, message: Message) -> None:
         count = self.ctx.count_message
@@ -78,9 +97,11 @@ class _Masking:
         by_message: dict[int, dict[str | None, str]] = {}
         for pair in pairs:
             self.ctx.checkpoint()
+            key = (pair.call_index, pair.call_id)
             arguments = self.calls.arguments(self.messages[pair.call_index], pair.call_id)
-            if arguments is None or pair.call_index == self.latest:
+            if arguments is None or pair.call_index == self.latest or key in self._shortened:
                 continue
+            self._shortened.add(key)  # step 2 and 3 come back to calls step 1 shortened with inputs
             new = shorten_arguments(arguments, size, self.ctx.ref_for)
             if new != arguments:
                 by_message.setdefault(pair.call_index, {})[pair.call_id] = new
@@ -88,31 +109,84 @@ class _Masking:
             self.replace(index, with_arguments(self.out[index], changed))
             self.shortened += len(changed)
 
+    def cut_texts(self, before: int, size: int) -> None:
+        """The assistant texts before message `before` longer than `size` cut head and tail around a stub with a ref:
+        not the latest assistant turn, no pinned message, no text holding a ref (the model quoting a stub: its ref
+        would name that stub's content, not this text). Each message is considered once, so moving `before` on costs
+        only the messages it passes.
+        """
+        if self._pinned is None:
+            units = split_units(self.messages)
+            self._pinned = {i for position in pinned_units(self.messages, units) for i in units[position].indices}
+        start, end = self._texts_from, min(before, self.latest)
+        self._texts_from = max(start, end)
+        for index in range(start, end):
+            message = self.messages[index]
+            if not is_assistant(message) or index in self._pinned:
+                continue
+            self.ctx.checkpoint()
+            text = message_text(message)
+            if len(text) <= size or refs_in(text):
+                continue
+            shortened = truncate_middle(text, size, self.ctx.ref_for(text))
+            if shortened != text:
+                self.replace(index, with_text(self.out[index], shortened))
+                self.texts += 1
 
-def fit_masked(messages: list[Message], ctx: Context, keep: int, limit: int, target: int) -> Applied:
+    def mask_inputs(self, pairs: list[ToolPair], whole: int, inputs: Inputs, kept_from: list[int]) -> None:
+        """With mask's inputs: the long argument strings of the calls whose results are masked, and the assistant texts
+        before the turn of the oldest call kept whole (kept_from[i]: the first message of pairs[i:]'s calls).
+        """
+        self.shorten(pairs[: len(pairs) - whole])
+        self.cut_texts(kept_from[len(pairs) - whole], inputs.text_chars)
+
+
+def fit_masked(
+    messages: list[Message], ctx: Context, keep: int, limit: int, target: int, inputs: Inputs | None = None
+) -> Applied:
     """Step 1; then, if that leaves the request over `limit` prompt tokens, the messages brought under `target`
     in the order above (as far as the pinned ones allow).
     """
     pairs = find_pairs(messages)
     work = _Masking(messages, ctx)
     whole = min(keep, len(pairs))
-    old = pairs[: len(pairs) - whole]
-    work.stub(old)
+    work.stub(pairs[: len(pairs) - whole])
+    kept_from = _kept_from(pairs, len(messages))
+    if inputs is not None and whole < len(pairs):  # a conversation with no result masked is left as it came
+        work.mask_inputs(pairs, whole, inputs, kept_from)
     if work.tokens <= limit:
-        return Applied(work.out, {"masked": work.stubbed})
-    work.shorten(old)
+        return Applied(work.out, _rule_details(work, inputs))
+    work.shorten(pairs[: len(pairs) - whole])
     while work.tokens > target and whole > 1:
         whole -= 1
         newly = [pairs[len(pairs) - whole - 1]]
         work.stub(newly)
         work.shorten(newly)
-    details: dict[str, Any] = {"target": target, "whole": whole, "masked": work.stubbed}
+        if inputs is not None:
+            work.cut_texts(kept_from[len(pairs) - whole], inputs.text_chars)
+    details: dict[str, Any] = {"target": target, "whole": whole, **_rule_details(work, inputs)}
     out = work.out
     if work.tokens > target:
         out, left = _leave_out(work, pairs, limit, target)
         details.update(left)
     details["arguments_shortened"] = work.shortened
     return Applied(out, details)
+
+
+def _kept_from(pairs: list[ToolPair], end: int) -> list[int]:
+    """For each i, the first message making one of the calls of pairs[i:] (`end` for none): what stays as the model
+    wrote it while those results are whole.
+    """
+    firsts = [end] * (len(pairs) + 1)
+    for i in range(len(pairs) - 1, -1, -1):
+        firsts[i] = min(firsts[i + 1], pairs[i].call_index)
+    return firsts
+
+
+def _rule_details(work: _Masking, inputs: Inputs | None) -> dict[str, Any]:
+    if inputs is None:
+        return {"masked": work.stubbed}
+    return {"masked": work.stubbed, "arguments_shortened": work.shortened, "texts_cut": work.texts}
 
 
 def _leave_out(work: _Masking, pairs: list[ToolPair], limit: int, target: int) -> tuple[list[Message], dict[str, Any]]:

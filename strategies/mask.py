@@ -15,7 +15,7 @@ from .budget import growth_room, window_total
 from .chain_syntax import fallback_chain
 from .context import Context
 from .conversation import find_pairs, message_text, with_message_text
-from .degrade import fit_masked
+from .degrade import Inputs, fit_masked
 from .epochs import EpochStrategy, epoch_field, min_gain_field
 from .markers import truncate_middle
 from .messages import Message
@@ -39,6 +39,19 @@ class MaskParams(Params):
         description="Also cut every tool result longer than this, on arrival, to its head and tail around a stub "
         "with a ref (default: results stay whole until they are masked).",
     )
+    inputs: bool = Field(
+        False,
+        description="Also mask what the model wrote, on the same jumps: the long strings in the arguments of the calls "
+        "whose results are stubs (a file written whole, a long script) cut head and tail around a stub with a ref, the "
+        "arguments staying valid JSON, and old assistant texts longer than text_chars (those before the turn of the "
+        "oldest of the newest keep calls; never the latest assistant turn or a pinned message).",
+    )
+    text_chars: int = Field(
+        500,
+        ge=1,
+        description="With inputs: an old assistant text longer than this keeps this many characters, head and tail, "
+        "around a stub with a ref.",
+    )
     fallback: str = Field(
         "dedupe",
         min_length=1,
@@ -58,11 +71,12 @@ class Mask(EpochStrategy[MaskParams]):
     ref="..." to see it]`; each keeps its role and tool_call_id, each call stays, so no pair is broken. Between
     jumps the newest results stay whole, so up to `keep` + `epoch` of them are. With max_chars, results that are
     not masked are cut to their head and tail on arrival (each once, the same way on every request, so no earlier
-    request's prefix changes). A request that would pass the limit (what window's default budget keeps:
-    budget.window_total) jumps there and degrades in order to the limit less the room (strategies.degrade): more
-    stubs, old calls' arguments shortened, fewer results whole, then the oldest units left out behind one stub with
-    a ref. Where the request cannot be offered
-    the expand tool, its fallback chain runs instead (dedupe: lossless).
+    request's prefix changes). With inputs, the same jumps also cut what the model wrote: the long strings in the
+    masked calls' arguments and old assistant texts (strategies.degrade). A request that would pass the limit (what
+    window's default budget keeps: budget.window_total) jumps there and degrades in order to the limit less the room
+    (strategies.degrade): more stubs, old calls' arguments shortened, fewer results whole, then the oldest units left
+    out behind one stub with a ref. Where the request cannot be offered the expand tool, its fallback chain runs
+    instead (dedupe: lossless).
     """
 
     name = "mask"
@@ -88,7 +102,8 @@ class Mask(EpochStrategy[MaskParams]):
 
     def compact(self, messages: list[Message], ctx: Context) -> Applied:
         limit = self.limit(ctx)
-        return fit_masked(messages, ctx, self.params.keep, limit, max(0, limit - self.room(ctx)))
+        inputs = Inputs(self.params.text_chars) if self.params.inputs else None
+        return fit_masked(messages, ctx, self.params.keep, limit, max(0, limit - self.room(ctx)), inputs)
 
     def fallback(self) -> str:
         return self.params.fallback

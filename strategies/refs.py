@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .conversation import CallIndex, ToolPair, arguments_of, find_pairs, is_tool_result, message_text
+from .conversation import CallIndex, ToolPair, arguments_of, find_pairs, is_assistant, is_tool_result, message_text
 from .messages import Message
 
 REF_DIGITS = 10  # 40 bits: two of a request's thousand results share a ref once in two billion requests
@@ -124,8 +124,9 @@ def stub_refs(messages: list[Message]) -> Iterator[str]:
 
 
 class Originals:
-    """What the refs of one request resolve to: the text of every tool result, and the arguments of every tool
-    call with the strings inside them (shorten_tools cuts long argument strings). Hashed as lookups need, in
+    """What the refs of one request resolve to: the text of every tool result and of every assistant message (mask's
+    inputs cuts old ones), and the arguments of every tool call with the strings inside them (shorten_tools and mask
+    cut long argument strings). Hashed as lookups need, in
     conversation order and each once: a request whose model expands nothing costs nothing, and a lookup stops at
     the first content with its ref (the oldest stubs, which the others follow, resolve early).
     """
@@ -184,7 +185,7 @@ class Originals:
 
     def _contents(self) -> Iterator[str]:
         for message in self.messages:
-            if is_tool_result(message):
+            if is_tool_result(message) or is_assistant(message):
                 yield message_text(message)
             for arguments in arguments_of(message):
                 yield arguments

@@ -69,6 +69,20 @@ def conversations(draw: st.DrawFn, max_parallel: int = 3) -> list[Message]:
     return messages
 
 
+@st.composite
+def long_assistant_texts(draw: st.DrawFn, max_parallel: int = 3) -> list[Message]:
+    """Valid conversations whose assistant texts may be long too (the model's reasoning, not only its one-liners)."""
+    messages = draw(conversations(max_parallel))
+    out = []
+    for message in messages:
+        if message["role"] == "assistant" and isinstance(message.get("content"), str) and draw(st.booleans()):
+            text = draw(long_texts())
+            # An assistant message with neither text nor calls is no valid message.
+            message = {**message, "content": text or (None if "tool_calls" in message else ".")}
+        out.append(message)
+    return out
+
+
 # Small model windows, so that budget strategies cut in conversations of a few thousand tokens.
 model_limits = st.builds(ModelLimits, context_window=st.integers(1000, 20_000), max_output=st.integers(1, 20_000))
 
@@ -126,6 +140,8 @@ mask = st.builds(
     epoch=epoch_calls,
     min_gain=min_gains,
     max_chars=st.one_of(st.none(), st.integers(1, 500)),
+    inputs=st.booleans(),
+    text_chars=st.sampled_from([1, 200, 1000]),
 ).map(lambda p: StepSpec("mask", without_none(p)))
 # shorten_tools has the most paths (budget, three tiers, arguments), so it is drawn most often.
 steps = st.one_of(

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from strategies import Context, ModelLimits, TokenCounter
 from strategies.budget import window_total
 from strategies.conversation import find_pairs, text_of
-from strategies.degrade import fit_masked
+from strategies.degrade import Inputs, fit_masked
+from strategies.invariants import compaction_problems
 from strategies.mask import Mask, MaskParams
 from strategies.messages import Message
 from strategies.refs import Originals, refs_in, stub_refs
 from tests.factories import RULE_ALONE, call, coding_session, output, result, system, user
-from tests.strategies.generators import conversations
+from tests.strategies.generators import conversations, long_assistant_texts
 from tests.strategies.harness import RecordingContext, apply, keeps_the_invariants
 
 # The left-out stub, written out independently of strategies.markers.
@@ -124,6 +125,29 @@ def test_the_newest_result_alone_larger_than_the_window_is_cut_head_and_tail_wit
     assert ctx.details["newest_cut"] is True
 
 
+def test_with_inputs_the_models_old_writing_goes_before_any_unit_and_fewer_results_whole_cut_their_turns_text(
+    counter: TokenCounter,
+) -> None:
+    thoughts = [f"Round {i}: " + "my reasoning about the next step. " * 45 for i in range(40)]
+    messages = [system("You are a coding agent."), user("Implement it.")]
+    for i, thought in enumerate(thoughts):
+        messages += [{**call(f"call_{i}", "write_file", {"content": output(i, 1500)}), "content": thought}]
+        messages += [result(f"call_{i}", output(i, 1500))]
+    ctx = window(counter, 16_384)
+    without = mask(messages, ctx)
+    assert left_out_refs(without) != []  # the model's own writing is what fills the window
+    out = keeps_the_invariants(lambda m: mask(m, ctx, inputs=True, text_chars=300), messages)
+    assert ctx.count_request(out) <= window_total(ctx) - Mask(MaskParams()).room(ctx)
+    assert left_out_refs(out) == [] and ctx.details["whole"] < 10
+    # Every turn older than the newest whole result's has its text cut, with a ref to exactly what the model wrote.
+    turns = [m for m in out if m["role"] == "assistant"]
+    originals = Originals(messages)
+    for turn, thought in zip(turns[: -ctx.details["whole"]], thoughts, strict=False):
+        (ref,) = refs_in(turn["content"])
+        assert originals.resolve(ref) == thought and len(turn["content"]) < 450
+    assert [t["content"] for t in turns[-ctx.details["whole"] :]] == thoughts[-ctx.details["whole"] :]
+
+
 def test_under_the_limit_mask_is_its_rule_alone(counter: TokenCounter) -> None:
     messages = coding_session(20)
     ctx = window(counter, 128_000)
@@ -147,18 +171,23 @@ def shortened_strings_resolve(text: str, originals: Originals) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=conversations(), target=st.integers(0, 3000))
+@given(
+    messages=st.one_of(conversations(), long_assistant_texts()),
+    target=st.integers(0, 3000),
+    inputs=st.one_of(st.none(), st.builds(Inputs, st.integers(1, 400))),
+)
 def test_every_new_ref_resolves_to_exactly_its_original(
-    counter: TokenCounter, messages: list[Message], target: int
+    counter: TokenCounter, messages: list[Message], target: int, inputs: Inputs | None
 ) -> None:
     ctx = Context(model="gpt-4o", tokens=counter)
-    out = fit_masked(messages, ctx, 2, 0, target).messages
+    out = fit_masked(messages, ctx, 2, 0, target, inputs).messages
+    assert compaction_problems(messages, out) == []
     originals = Originals(messages)
     pairs = find_pairs(messages)
     for ref in stub_refs(out):
         assert originals.resolve(ref) is not None, ref
     for message in out:
-        if message["role"] == "tool":
+        if message["role"] in ("tool", "assistant"):  # assistant: what inputs cut of old texts
             shortened_strings_resolve(text_of(message["content"]), originals)
         for tool_call in message.get("tool_calls") or []:
             arguments = tool_call["function"]["arguments"]

@@ -23,7 +23,7 @@ from strategies.refs import (
     refs_in,
     stub_refs,
 )
-from tests.factories import call, legacy_call, legacy_result, output, result, user
+from tests.factories import call, legacy_call, legacy_result, output, parts, result, user
 from tests.strategies.generators import conversations, steps
 from tests.strategies.harness import RecordingContext, ref
 
@@ -66,9 +66,10 @@ def test_a_stub_names_the_clients_original_whatever_the_chain_did_to_it_first(ct
 
 def test_originals_resolve_results_arguments_and_the_strings_inside_them() -> None:
     big = output(1, 500)
+    thought = output(2, 700)
     messages = [
         user("go"),
-        call("a", "write", {"path": "a.py", "body": big}),
+        {**call("a", "write", {"path": "a.py", "body": big}), "content": parts(thought)},
         result("a", output(0, 300)),
         legacy_call("ls", {"dir": "src"}),
         legacy_result("ls", "x.py"),
@@ -80,7 +81,8 @@ def test_originals_resolve_results_arguments_and_the_strings_inside_them() -> No
     assert originals.resolve(ref(arguments)) == arguments
     assert originals.resolve(ref("x.py")) == "x.py"
     assert originals.resolve(ref('{"dir": "src"}')) == '{"dir": "src"}'
-    # A user message is no tool output: it is never a ref's content.
+    assert originals.resolve(ref(thought)) == thought  # what the model wrote (mask's inputs cuts old texts)
+    # A user message is neither tool output nor the model's: it is never a ref's content.
     assert originals.resolve(ref("go")) is None
     assert originals.resolve("0123456789") is None
 
