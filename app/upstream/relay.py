@@ -5,7 +5,9 @@ upstream breaks off ends in the wire format's error event, never in something th
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 import httpx
@@ -21,9 +23,10 @@ from app.wire import WireFormat
 
 logger = logging.getLogger("compaction_proxy.upstream")
 WHOLE_BYTES = 1024 * 1024  # an answer of at most this Content-Length is relayed without watching for a disconnect
+DECODED_BYTES = 64 * 1024 * 1024  # what a compressed answer's copy is decoded to at most, for its usage
 # What the error event says of a stream still running when the shutdown grace ended.
 CUT_AT_SHUTDOWN = ("The proxy shut down before the response was complete.", "proxy_shutdown")
-# Called once a relayed body has gone out whole, with its ends (usage_ends): where usage is reported.
+# Called once a relayed body has gone out whole, with its ends (UsageEnds): where usage is reported.
 OnComplete = Callable[[bytes], Awaitable[None]]
 
 
@@ -47,8 +50,8 @@ class Relay(StreamingResponse):
         self.metrics = metrics
         self.wire = wire
         self.complete = True
-        identity = response.headers.get("content-encoding", "identity") == "identity"
-        self.on_complete = on_complete if identity else None
+        self.ends = UsageEnds.of(response.headers.get("content-encoding", "identity")) if on_complete else None
+        self.on_complete = on_complete if self.ends is not None else None
         self.tail: bytes | None = None  # the body's ends, once it has come whole
         self.sent = 0  # bytes relayed so far
         self.last_bytes = b""  # the last four of them: whether the body stands between two events
@@ -57,21 +60,15 @@ class Relay(StreamingResponse):
 
     async def _body(self) -> AsyncIterator[bytes]:
         response = self.upstream
-        head, end, cut = b"", b"", False
+        ends = self.ends
         try:
             async for chunk in response.aiter_raw():
                 self.sent += len(chunk)
                 self.last_bytes = (self.last_bytes + chunk)[-4:]
-                if self.on_complete is not None:
-                    if len(head) < HEAD_BYTES:
-                        room = HEAD_BYTES - len(head)
-                        head, chunk_rest = head + chunk[:room], chunk[room:]
-                    else:
-                        chunk_rest = chunk
-                    cut = cut or len(end) + len(chunk_rest) > TAIL_BYTES
-                    end = (end + chunk_rest)[-TAIL_BYTES:]
+                if ends is not None:
+                    ends.feed(chunk)
                 yield chunk
-            self.tail = usage_ends(head, end, cut)
+            self.tail = ends.ends() if ends is not None else None
         except httpx.TransportError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             self.metrics.upstream_error("timeout" if timeout else "broken_stream")
@@ -146,11 +143,54 @@ class Relay(StreamingResponse):
         # client sees a truncated body instead of a short one that looks whole.
 
 
-def usage_ends(head: bytes, tail: bytes, cut: bool) -> bytes:
-    """What on_complete reads usage from: the body whole, or its first HEAD_BYTES and last TAIL_BYTES apart (cut:
-    something between them was left out), for the Messages API's stream, which reports its input in its first event.
+class UsageEnds:
+    """What on_complete reads usage from: the body whole, or its first HEAD_BYTES and last TAIL_BYTES apart (the
+    Messages API's stream reports its input in its first event). A compressed body (most whole answers: the SDKs ask
+    for gzip) is relayed as it came, and a copy of it decoded here for its ends.
     """
-    return head + b"\n\n" + tail if cut else head + tail
+
+    def __init__(self, decoder: Any | None) -> None:
+        self.decoder = decoder  # a zlib decompressobj; None: the body is not encoded
+        self.head, self.end, self.cut = b"", b"", False
+        self.decoded = 0
+        self.failed = False
+
+    @classmethod
+    def of(cls, encoding: str) -> UsageEnds | None:
+        """For a body in this Content-Encoding; None for one it cannot decode (br, zstd, several)."""
+        encoding = encoding.strip().lower()
+        if encoding == "identity":
+            return cls(None)
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            # 32 + MAX_WBITS reads a gzip or a zlib header; "deflate" is zlib-wrapped as RFC 9110 says.
+            return cls(zlib.decompressobj(32 + zlib.MAX_WBITS))
+        return None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.failed:
+            return
+        if self.decoder is not None:
+            try:
+                # Bounded: a body that decodes to far more than it weighs is not one to read usage from.
+                chunk = self.decoder.decompress(chunk, DECODED_BYTES - self.decoded + 1)
+            except zlib.error:
+                self.failed = True
+                return
+            self.decoded += len(chunk)
+            if self.decoded > DECODED_BYTES or self.decoder.unconsumed_tail:
+                self.failed = True
+                return
+        if len(self.head) < HEAD_BYTES:
+            room = HEAD_BYTES - len(self.head)
+            self.head, chunk = self.head + chunk[:room], chunk[room:]
+        self.cut = self.cut or len(self.end) + len(chunk) > TAIL_BYTES
+        self.end = (self.end + chunk)[-TAIL_BYTES:]
+
+    def ends(self) -> bytes | None:
+        """The body's ends; None where a compressed one could not be decoded."""
+        if self.failed:
+            return None
+        return self.head + b"\n\n" + self.end if self.cut else self.head + self.end
 
 
 def broken_stream(timeout: bool) -> tuple[str, str]:

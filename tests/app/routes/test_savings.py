@@ -14,6 +14,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from starlette.middleware.gzip import GZipMiddleware
 
 from app import Settings, create_app
 from strategies.refs import EXPAND_TOOL, refs_in
@@ -209,3 +210,22 @@ def test_a_store_that_fails_costs_no_request_and_is_counted(scripted: str) -> No
         unreadable = httpx.get(f"{proxy.url}/savings")
         assert unreadable.status_code == 503 and unreadable.json()["error"]["code"] == "savings_unavailable"
         assert scrape(proxy.url).get("compaction_proxy_savings_store_errors_total") >= 1
+
+
+def test_a_compressed_answer_is_counted_and_relayed_as_it_came() -> None:
+    # The SDKs ask for gzip, and hosted APIs compress whole answers: the client gets the bytes as they came, and the
+    # ledger reads the usage from a decoded copy.
+    model = ScriptedModel(lambda payload: Turn(text="Done."))
+    with LoopbackServer(GZipMiddleware(model.app, minimum_size=0)) as upstream:
+        settings = Settings(upstream_base_url=f"{upstream.url}/v1")
+        with LoopbackServer(create_app(settings), settings) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert raw.headers["content-encoding"] == "gzip"
+            assert raw.parse().choices[0].message.content == "Done."
+            report = savings(proxy)
+            assert_totals_equal_metrics(report, [scrape(proxy.url)])
+    cached = USAGE["prompt_tokens_details"]["cached_tokens"]  # type: ignore[index]
+    assert report["totals"]["input"] == {"uncached": 100 - cached, "cache_read": cached, "cache_write": 0}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from app.upstream.models.usage import prompt_tokens
+from app.upstream.relay import DECODED_BYTES, UsageEnds
 from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
 from tests.support.logs import captured_logs, parsed
@@ -195,3 +198,31 @@ def test_a_failing_strategy_can_fail_closed(start_proxy: ProxyFactory, upstream:
     assert "none,exploding" in body["message"]
     assert len(upstream.received) == 1  # only the request whose chain worked
     assert "x-compaction-fallback" not in fine.headers
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_the_usage_of_a_compressed_body_is_read_from_a_decoded_copy(encoding: str) -> None:
+    body = b'{"id": "x", "choices": [], "usage": {"prompt_tokens": 1234}}' + b" " * 50_000
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    packer = zlib.compressobj(wbits=wbits)
+    packed = packer.compress(body) + packer.flush()
+    ends = UsageEnds.of(encoding)
+    assert ends is not None
+    for start in range(0, len(packed), 7):  # as chunks arrive, cut anywhere
+        ends.feed(packed[start : start + 7])
+    read = ends.ends()
+    assert read is not None and prompt_tokens(read) == 1234
+
+
+def test_a_body_that_decodes_past_the_bound_or_not_at_all_gives_no_usage() -> None:
+    packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    bomb = packer.compress(b"\0" * (DECODED_BYTES + 1)) + packer.flush()  # about 64 KB on the wire
+    ends = UsageEnds.of("gzip")
+    assert ends is not None
+    ends.feed(bomb)
+    assert ends.ends() is None and ends.decoded <= DECODED_BYTES + 1
+    broken = UsageEnds.of("gzip")
+    assert broken is not None
+    broken.feed(b"not gzip at all")
+    assert broken.ends() is None
+    assert UsageEnds.of("br") is None and UsageEnds.of("gzip, br") is None
