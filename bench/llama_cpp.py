@@ -179,9 +179,13 @@ def run_session(llama_url: str, proxy_url: str, rounds: int, silent: bool = Fals
             "temperature": 0,
             "stream": stream,
         }
+        # The dry run first: the answer recalibrates the counts, so one made after it could forward another prompt;
+        # after it only where the request was refused and retried (what was sent is then what the refusal taught).
+        dry = httpx.post(f"{proxy_url}/compact", json={**body, "stream": False}, timeout=600).json()
         answer = httpx.post(f"{proxy_url}/v1/chat/completions", json=body, timeout=600)
         text, finish = answer_text(answer, stream)
-        dry = httpx.post(f"{proxy_url}/compact", json={**body, "stream": False}, timeout=600).json()
+        if "x-compaction-retried" in answer.headers:
+            dry = httpx.post(f"{proxy_url}/compact", json={**body, "stream": False}, timeout=600).json()
         forwarded = servable(dry["messages"])
         tools = [EXPAND_TOOL_DEFINITION] if any(refs_in(str(m.get("content") or "")) for m in forwarded) else None
         real = server_prompt_tokens(llama_url, forwarded, tools)
@@ -205,6 +209,7 @@ def run_session(llama_url: str, proxy_url: str, rounds: int, silent: bool = Fals
                 "finish": finish,
                 "server_alone_has_text": alone,
                 "tokens_after": int(answer.headers.get("x-compaction-tokens-after", 0)),
+                "dry_run_tokens_after": dry["tokens_after"],
                 "server_prompt_tokens": real,
                 "within_window": real + SESSION_MAX_TOKENS <= CONTEXT,
                 "newest_result_whole": bool(newest) and not refs_in(str(newest[0].get("content") or "")),
