@@ -119,6 +119,7 @@ def wrap(agent: Agent, args: list[str], options: argparse.Namespace, proxy_flags
         openai, anthropic = printable_url(settings.upstream_base_url), printable_url(settings.anthropic_base_url)
         where = f"forwarding to {openai} (OpenAI API), {anthropic} (Anthropic API)"
         print(f"{PROG}: proxy at {url} {where}; its log: {started.log}", file=sys.stderr)
+    print(f"{PROG}: savings page, while the agent runs: {url}/dashboard", file=sys.stderr)
     try:
         before = Samples.scrape(url)
         launch = agent.launch(args, url, forwards_to, env, cwd)

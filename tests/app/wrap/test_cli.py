@@ -43,7 +43,8 @@ for n in (1, 2):
     answer = httpx.post(base + "/chat/completions", json=body, headers={{"Authorization": "Bearer {KEY}"}}, timeout=30)
     seen.append([answer.status_code, *(int(answer.headers["x-compaction-tokens-" + s]) for s in ("before", "after"))])
 metrics = httpx.get(os.environ["ANTHROPIC_BASE_URL"] + "/metrics").text
-Path(sys.argv[1]).write_text(json.dumps({{"seen": seen, "metrics": metrics, "openai": base}}))
+page = httpx.get(os.environ["ANTHROPIC_BASE_URL"] + "/dashboard").status_code
+Path(sys.argv[1]).write_text(json.dumps({{"seen": seen, "metrics": metrics, "openai": base, "page": page}}))
 sys.exit(4)
 """
 
@@ -117,6 +118,11 @@ def test_wrap_starts_a_proxy_runs_the_command_through_it_and_sums_up_what_metric
     # The proxy's lines went to its log, named once; none reached the terminal, and the key is in neither.
     (log,) = (tmp_path / "state/compaction-proxy/wrap").iterdir()
     assert f"its log: {log}" in done.stderr.splitlines()[0]
+    proxy = report["openai"].removesuffix("/v1")
+    assert (
+        done.stderr.splitlines()[1] == f"compaction-proxy wrap: savings page, while the agent runs: {proxy}/dashboard"
+    )
+    assert report["page"] == 200
     assert "compaction-proxy on http://127.0.0.1:" in log.read_text() and '"logger"' not in done.stderr
     assert KEY not in log.read_text() + done.stderr + done.stdout
     port = int(report["openai"].rsplit(":", 1)[1].removesuffix("/v1"))
