@@ -53,7 +53,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"compaction-proxy inspect: {_refusal(answer)}", file=sys.stderr)
         return 1
     body = answer.json()
-    print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else render(body["requests"]), end="\n")
+    try:
+        print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else render(body["requests"]), end="\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Read by `head` or a pager that quit: the reader has what it wanted. Python's own flush at exit would
+        # raise again, so stdout goes to /dev/null for it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

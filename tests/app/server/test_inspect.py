@@ -115,3 +115,15 @@ def test_the_command_dispatches_inspect_before_the_serving_flags(inspected: Loop
     done = subprocess.run([*command, "--key", KEY, "-n", "1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "request cli-1" in done.stdout.split("\n", 1)[0]
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(inspected: LoopbackServer) -> None:
+    # `compaction-proxy inspect | head -1`: the pipe closes while the diff is still being written.
+    command = [sys.executable, "-m", "app", "inspect", "--proxy", inspected.url, "--key", KEY, "--json"]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0) as reader:
+        assert reader.stdout is not None and reader.stderr is not None
+        assert reader.stdout.read(1) == b"{"
+        reader.stdout.close()
+        err = reader.stderr.read().decode()
+        status = reader.wait(timeout=60)
+    assert status == 0 and "Traceback" not in err, err
