@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from app.cache.base import CacheError
@@ -49,6 +51,24 @@ class Connections:
                 self._connections.append(connection)
         return connection
 
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection in a write transaction, begun at once (BEGIN IMMEDIATE: one writer at a time,
+        across processes, so a check and a write in it are one step), committed or rolled back; CacheError for any
+        failure of SQLite's.
+        """
+        try:
+            db = self.get()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise CacheError(str(exc)) from None
+
     def close(self) -> None:
         with self._lock:
             connections, self._connections = self._connections, []
@@ -89,18 +109,9 @@ class SqliteBackend:
 
     def acquire(self, key: str, token: str, seconds: float) -> bool:
         now = time.time()
-        try:
-            db = self._connection()
-            db.execute("BEGIN IMMEDIATE")  # one writer at a time: the check and the insert are one step
-            try:
-                db.execute("DELETE FROM locks WHERE key = ? AND expires <= ?", (key, now))
-                taken = db.execute("INSERT OR IGNORE INTO locks VALUES (?, ?, ?)", (key, token, now + seconds)).rowcount
-                db.execute("COMMIT")
-            except sqlite3.Error:
-                db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise CacheError(str(exc)) from None
+        with self._connections.writing() as db:
+            db.execute("DELETE FROM locks WHERE key = ? AND expires <= ?", (key, now))
+            taken = db.execute("INSERT OR IGNORE INTO locks VALUES (?, ?, ?)", (key, token, now + seconds)).rowcount
         return taken == 1
 
     def release(self, key: str, token: str) -> None:

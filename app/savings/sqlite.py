@@ -33,21 +33,12 @@ class SqliteStore:
         self._connections = Connections(path, SCHEMA)
 
     def admit(self, model: str, limit: int) -> bool:
-        try:
-            db = self._connections.get()
-            db.execute("BEGIN IMMEDIATE")  # the count and the insert as one step, against the other processes
-            try:
-                db.execute(
-                    "INSERT OR IGNORE INTO savings_models SELECT ? WHERE (SELECT count(*) FROM savings_models) < ?",
-                    (model, limit),
-                )
-                found = db.execute("SELECT 1 FROM savings_models WHERE model = ?", (model,)).fetchone()
-                db.execute("COMMIT")
-            except sqlite3.Error:
-                db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise CacheError(str(exc)) from None
+        with self._connections.writing() as db:  # the count and the insert as one step, against other processes
+            db.execute(
+                "INSERT OR IGNORE INTO savings_models SELECT ? WHERE (SELECT count(*) FROM savings_models) < ?",
+                (model, limit),
+            )
+            found = db.execute("SELECT 1 FROM savings_models WHERE model = ?", (model,)).fetchone()
         return found is not None
 
     def admitted(self) -> set[str]:
@@ -57,32 +48,23 @@ class SqliteStore:
             raise CacheError(str(exc)) from None
 
     def add(self, tally: Tally, oldest_minute: int) -> None:
-        try:
-            db = self._connections.get()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany(
-                    "INSERT INTO savings_totals VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (wire, model, field) DO UPDATE SET value = value + excluded.value",
-                    [(*key, count) for key, count in tally.totals.items()],
-                )
-                db.executemany(
-                    "INSERT INTO savings_series VALUES (?, ?, ?) "
-                    "ON CONFLICT (minute, field) DO UPDATE SET value = value + excluded.value",
-                    [(*key, count) for key, count in tally.series.items() if key[0] >= oldest_minute],
-                )
-                db.executemany(
-                    "INSERT INTO savings_windows VALUES (?, ?, ?) ON CONFLICT (wire, model) "
-                    "DO UPDATE SET context_window = min(context_window, excluded.context_window)",
-                    [(*key, window) for key, window in tally.windows.items()],
-                )
-                db.execute("DELETE FROM savings_series WHERE minute < ?", (oldest_minute,))
-                db.execute("COMMIT")
-            except sqlite3.Error:
-                db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise CacheError(str(exc)) from None
+        with self._connections.writing() as db:
+            db.executemany(
+                "INSERT INTO savings_totals VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (wire, model, field) DO UPDATE SET value = value + excluded.value",
+                [(*key, count) for key, count in tally.totals.items()],
+            )
+            db.executemany(
+                "INSERT INTO savings_series VALUES (?, ?, ?) "
+                "ON CONFLICT (minute, field) DO UPDATE SET value = value + excluded.value",
+                [(*key, count) for key, count in tally.series.items() if key[0] >= oldest_minute],
+            )
+            db.executemany(
+                "INSERT INTO savings_windows VALUES (?, ?, ?) ON CONFLICT (wire, model) "
+                "DO UPDATE SET context_window = min(context_window, excluded.context_window)",
+                [(*key, window) for key, window in tally.windows.items()],
+            )
+            db.execute("DELETE FROM savings_series WHERE minute < ?", (oldest_minute,))
 
     def read(self, oldest_minute: int) -> Tally:
         try:
