@@ -95,6 +95,15 @@ def min_gain_field(default: float = DEFAULT_MIN_GAIN) -> Any:
     )
 
 
+def pace_field() -> Any:
+    return Field(
+        False,
+        description="An optional jump must also pay back within the requests the session is expected to still run, "
+        "as many as it has run so far, at Anthropic's cache prices (writes 1.25x, reads 0.1x, the worst case): a short "
+        "session declines jumps a long one takes (see strategies/epochs.py).",
+    )
+
+
 def room_field(limit: str) -> Any:
     return Field(
         None,
@@ -148,6 +157,10 @@ class EpochStrategy(Strategy[P]):
     def min_gain(self) -> float:
         """The break-even rule's ratio for optional jumps (0: every jump that changes something)."""
         return 0.0
+
+    def pace(self) -> bool:
+        """Whether an optional jump must also pay back within the session's expected remaining requests."""
+        return False
 
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
         return tokens > self.limit(ctx)
