@@ -26,6 +26,18 @@ jump (an epoch of 20 tool calls in an agent loop that sends one request per call
 OpenAI's. A jump that changes nothing (the rule leaves the new messages as they are) is always taken: it
 breaks nothing, and starts the next epoch.
 
+Pace (`pace`, opt-in). k = 20 is a guess about every session; a session that ends a few requests after a jump
+pays the rewrite and never gets it back. With pace, an optional jump must also pay within the requests this
+session is expected to still run, k = the requests it has sent so far, this one included (Lindy: a session that
+has run N requests is about as likely to run N more as not; the count comes from the conversation itself, so
+every replica and every request of it decide the same): R(w + kr) >= S(w - r) at Anthropic's prices (w 1.25,
+r 0.1: at every k their ratio is above OpenAI's, 0.5 / (1 + 0.5k), so what pays there pays at OpenAI's; an hour-
+long cache, written at 2x, would need more). min_gain still applies (0 leaves pace alone). And a reversible
+strategy's first stub counts the whole request as rewritten: from it on the proxy offers the expand tool, and the
+tools, which come before every message, change, so the provider caches nothing of that request. Forced jumps stay
+forced. Pace lowers the risk; it cannot remove it: no rule that sees only the past knows that the session ends
+at the next request.
+
 Limits. fit and middle_out exist to keep a request under a limit, so no jump of theirs is optional: they jump
 only when the request would pass it (and have no epoch or min_gain), and their cut then leaves `room` tokens
 free below the limit, so the next jump comes that much growth later at the earliest. mask, when the request would
@@ -95,6 +107,15 @@ def min_gain_field(default: float = DEFAULT_MIN_GAIN) -> Any:
     )
 
 
+def pace_field() -> Any:
+    return Field(
+        False,
+        description="An optional jump must also pay back within the requests the session is expected to still run, "
+        "as many as it has run so far, at Anthropic's cache prices (writes 1.25x, reads 0.1x, the worst case): a short "
+        "session declines jumps a long one takes (see strategies/epochs.py).",
+    )
+
+
 def room_field(limit: str) -> Any:
     return Field(
         None,
@@ -148,6 +169,10 @@ class EpochStrategy(Strategy[P]):
     def min_gain(self) -> float:
         """The break-even rule's ratio for optional jumps (0: every jump that changes something)."""
         return 0.0
+
+    def pace(self) -> bool:
+        """Whether an optional jump must also pay back within the session's expected remaining requests."""
+        return False
 
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool:
         return tokens > self.limit(ctx)

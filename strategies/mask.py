@@ -16,7 +16,7 @@ from .chain_syntax import fallback_chain
 from .context import Context
 from .conversation import find_pairs, message_text, with_message_text
 from .degrade import Inputs, fit_masked
-from .epochs import EpochStrategy, epoch_field, min_gain_field
+from .epochs import EpochStrategy, epoch_field, min_gain_field, pace_field
 from .markers import truncate_middle
 from .messages import Message
 from .unavailable import Unavailable
@@ -26,6 +26,7 @@ class MaskParams(Params):
     keep: int = Field(10, ge=0, description="Newest tool results kept whole; older ones become stubs with a ref.")
     epoch: int = epoch_field()
     min_gain: float = min_gain_field()
+    pace: bool = pace_field()
     room: int | None = Field(
         None,
         ge=0,
@@ -99,6 +100,9 @@ class Mask(EpochStrategy[MaskParams]):
 
     def min_gain(self) -> float:
         return self.params.min_gain
+
+    def pace(self) -> bool:
+        return self.params.pace
 
     def compact(self, messages: list[Message], ctx: Context) -> Applied:
         limit = self.limit(ctx)

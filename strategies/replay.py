@@ -16,15 +16,22 @@ from .conversation import is_assistant, tool_calls_of
 from .digests import prefix_digests
 from .layout import Cut, Layout, Prefix
 from .messages import Message
+from .refs import stub_refs
 
 # The rule is evaluated again only after the conversation grew by 1/GEOMETRIC of its messages.
 GEOMETRIC = 8
+# The pace rule's prices, relative to uncached input: Anthropic's cache write and read. Its break-even ratio
+# (CACHE_WRITE - CACHE_READ) / (CACHE_WRITE + k CACHE_READ) is above OpenAI's (0.5 / (1 + 0.5 k)) for every k, so a
+# jump that pays at these prices pays at OpenAI's too (strategies.epochs).
+CACHE_WRITE = 1.25
+CACHE_READ = 0.1
 
 
 class Jumping(Protocol):
     """What the replay needs of a strategy (strategies.epochs.EpochStrategy)."""
 
     name: ClassVar[str]
+    reversible: ClassVar[bool]
     jumps_at_limit_only: ClassVar[bool]
     rule_fits_limit: ClassVar[bool]
 
@@ -44,6 +51,8 @@ class Jumping(Protocol):
     def epoch_calls(self) -> int: ...
 
     def min_gain(self) -> float: ...
+
+    def pace(self) -> bool: ...
 
     def over_limit(self, tokens: int, messages: int, ctx: Context) -> bool: ...
 
@@ -127,9 +136,9 @@ class Replay:
                     start = position + 1
                     self._restore(found)
                     break
-        for end in ends[start:]:
+        for position in range(start, len(ends)):
             self.ctx.checkpoint()
-            self._step(end)
+            self._step(ends[position], position + 1)
         if memo is not None and keys:
             memo.put(keys[-1], self._state())
         details = {
@@ -191,7 +200,8 @@ class Replay:
     def _count(self, messages: list[Message]) -> int:
         return self.overhead + sum(self.ctx.count_message(m) for m in messages)
 
-    def _step(self, end: int) -> None:
+    def _step(self, end: int, requests: int) -> None:
+        """requests: how many requests the conversation has sent, this one included."""
         strategy, ctx = self.strategy, self.ctx
         staying_tokens = self.base_tokens + self.tokens_upto[end] - self.tokens_upto[self.at]
         staying_count = self.base_count + end - self.at
@@ -207,7 +217,7 @@ class Replay:
             self.evaluated += 1
             jumped = self._rule(end)
             staying = self.base.messages_at(self.at, self.cut) + self.messages[self.at : end]
-            if forced or self._pays(staying, staying_tokens, jumped):
+            if forced or self._pays(staying, staying_tokens, jumped, requests):
                 self._jump(end)
                 self._set_rule(end, jumped)
                 self.cut = None
@@ -233,7 +243,7 @@ class Replay:
         if self.strategy.jumps_at_limit_only:
             self.details = self.strategy.cut_details(prefix, self.cut, self.ctx)
 
-    def _pays(self, staying: list[Message], staying_tokens: int, jumped: list[Message]) -> bool:
+    def _pays(self, staying: list[Message], staying_tokens: int, jumped: list[Message], requests: int) -> bool:
         count, digest = self.ctx.count_message, self.ctx.digest
         kept = 0  # tokens of the messages both requests start with, which stay cached
         for old, new in zip(staying, jumped, strict=False):
@@ -245,4 +255,19 @@ class Replay:
                 return True  # nothing changes: moving the boundary here is free
         rewritten = staying_tokens - self.overhead - kept
         removed = staying_tokens - self._count(jumped)
-        return removed > 0 and removed >= self.strategy.min_gain() * rewritten
+        if removed <= 0 or removed < self.strategy.min_gain() * rewritten:
+            return False
+        if not self.strategy.pace():
+            return True
+        if self.strategy.reversible and _first_stub(staying, jumped):
+            # The proxy offers the expand tool from the first stub with a ref on: the tools, which come before every
+            # message, change, so the provider caches nothing of this request.
+            rewritten = staying_tokens
+        # Pace: the session is expected to run about as many more requests as it has run (Lindy), and each of them
+        # reads `removed` tokens fewer from the cache; that must pay for the rewrite.
+        return removed * (CACHE_WRITE + requests * CACHE_READ) >= rewritten * (CACHE_WRITE - CACHE_READ)
+
+
+def _first_stub(staying: list[Message], jumped: list[Message]) -> bool:
+    """Whether the jump brings the first stub with a ref into a request that had none."""
+    return next(stub_refs(jumped), None) is not None and next(stub_refs(staying), None) is None

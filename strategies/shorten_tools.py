@@ -7,7 +7,7 @@ from pydantic import Field
 from .base import Applied, Params
 from .context import Context
 from .conversation import CallIndex, ToolPair, find_pairs, remove_pairs, text_of, with_arguments, with_text
-from .epochs import EpochStrategy, epoch_field, min_gain_field
+from .epochs import EpochStrategy, epoch_field, min_gain_field, pace_field
 from .markers import shorten_arguments, truncate_middle
 from .messages import Message
 
@@ -15,6 +15,7 @@ from .messages import Message
 class ShortenToolsParams(Params):
     epoch: int = epoch_field()
     min_gain: float = min_gain_field()
+    pace: bool = pace_field()
     full_tool_calls: int = Field(0, ge=0, description="Newest tool calls whose arguments are never shortened.")
     full_tool_outputs: int = Field(10, ge=0, description="Newest tool results that are never shortened.")
     max_tool_calls: int = Field(40, ge=0, description="Tool calls kept at all; older ones go with their results.")
@@ -47,6 +48,9 @@ class ShortenTools(EpochStrategy[ShortenToolsParams]):
 
     def min_gain(self) -> float:
         return self.params.min_gain
+
+    def pace(self) -> bool:
+        return self.params.pace
 
     def compact(self, messages: list[Message], ctx: Context) -> Applied:
         p = self.params

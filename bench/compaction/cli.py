@@ -32,7 +32,7 @@ from . import default_choice, judge, report
 from .chains import ChainCase, Peer, all_specs, cases, epoch_pairs, peers, plan, shipped_default
 from .corpora import Corpus, bfcl, swe, synthetic_agent, synthetic_chat, tau
 from .replay import ChainRun, Replayer
-from .report import default_chain, forms
+from .report import default_chain, forms, sessions
 from .wire_forms import FORMS
 
 
@@ -228,8 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     names = draw(corpora, main_runs, folder, shown, limits.context_window) if folder and results else []
     command = shlex.join(["python", "-m", "bench.compaction", *(argv if argv is not None else sys.argv[1:])])
     if args.chains is not None:
-        # A subset: the main tables compare against chains it did not run, so only the form's section is shown.
-        block = forms.section(corpora, results, shipped, args.wire) + f"\n\n{command}\n"
+        # A subset: the main tables compare against chains it did not run, so only the form's section is shown, and
+        # each session's bill against none's.
+        block = "\n\n".join(
+            [forms.section(corpora, results, shipped, args.wire), sessions.section(corpora, results), f"{command}\n"]
+        )
     else:
         block = report.document(
             corpora,

@@ -76,6 +76,10 @@ class ChainRun:
     offered: int = 0
     stubbed: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)  # requests a step's fallback chain ran on, by reason
+    # Billed per conversation (OpenAI, Anthropic), expand rounds included, in the corpus's order (ids may repeat): a
+    # saving on the corpus can hide a session that costs more than without the proxy (report.sessions). Summed per
+    # session, not taken as a difference of running totals, so a session billed as `none` bills exactly as much.
+    sessions: list[tuple[float, float]] = field(default_factory=list)
 
     def add(self, before: int, after: int, priced: Priced, window: int) -> None:
         self.requests += 1
@@ -95,6 +99,9 @@ class ChainRun:
     def _bill(self, priced: Priced) -> None:
         self.billed_openai += priced.openai
         self.billed_anthropic += priced.anthropic
+        if self.sessions:
+            openai, anthropic = self.sessions[-1]
+            self.sessions[-1] = (openai + priced.openai, anthropic + priced.anthropic)
 
     def problem(self, where: str, what: str) -> None:
         self.violations += 1
@@ -134,6 +141,7 @@ class Replayer:
             key = (corpus.key, conversation.id)
             if key not in self._needs:
                 self._needs[key] = conversation_needs(conversation, answered_at(conversation.messages))
+            out.sessions.append((0.0, 0.0))
             self._conversation(conversation, self._needs[key], chain, proxy, out, charted)
         return out
 

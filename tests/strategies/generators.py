@@ -96,11 +96,13 @@ def without_none(params: dict[str, Any]) -> dict[str, Any]:
 epoch_calls = st.sampled_from([0, 0, 1, 2, 20])
 rooms = st.sampled_from([0, 0, 50, 400, 5000])
 min_gains = st.sampled_from([0.0, 0.0, 0.35, 1.0])
+paces = st.booleans()
 
 shorten_tools = st.builds(
     dict,
     epoch=epoch_calls,
     min_gain=min_gains,
+    pace=paces,
     full_tool_calls=st.integers(0, 3),
     full_tool_outputs=st.integers(0, 3),
     max_tool_calls=st.integers(0, 8),
@@ -139,6 +141,7 @@ mask = st.builds(
     keep=st.integers(0, 4),
     epoch=epoch_calls,
     min_gain=min_gains,
+    pace=paces,
     max_chars=st.one_of(st.none(), st.integers(1, 500)),
     inputs=st.booleans(),
     text_chars=st.sampled_from([1, 200, 1000]),

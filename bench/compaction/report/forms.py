@@ -14,6 +14,7 @@ from typing import Any
 
 from ..corpora import Corpus
 from ..replay import ChainRun
+from . import sessions
 from .cells import share
 
 TITLE = "Wire form"
@@ -100,14 +101,17 @@ def summary(
     """The run's figures per corpus and chain, for side_by_side."""
     out: dict[str, Any] = {"wire": wire, "shipped": shipped, "command": command, "commit": commit, "corpora": []}
     for corpus in corpora:
+        runs = results.get(corpus.key, [])
+        base = next((run for run in runs if run.chain == "none"), None)
         chains = {
             run.chain: {
                 **{name: getattr(run, name) for name in FIGURES},
                 "fallbacks": dict(run.fallbacks),
                 "facts": run.seen.facts,
                 "facts_reachable": run.seen.facts_reachable,
+                **sessions.summary(corpus, run, base),
             }
-            for run in results.get(corpus.key, [])
+            for run in runs
         }
         out["corpora"].append({"key": corpus.key, "title": corpus.title, "skipped": corpus.skipped, "chains": chains})
     return out

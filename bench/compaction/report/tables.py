@@ -5,11 +5,13 @@ from __future__ import annotations
 from ..chains import ChainCase, Peer
 from ..corpora import Corpus
 from ..replay import ChainRun
+from . import sessions
 from .cells import facts, percentile, share, tokens
 
 HEADER = (
     "| chain | tokens after | saved | peak | > window | violations | facts visible | reachable | stale | arg recall "
-    "| expand rounds | cache hit | billed OpenAI | billed Anthropic | p50 ms | p99 ms |"
+    "| expand rounds | cache hit | billed OpenAI | billed Anthropic | worst session (sessions above none) | p50 ms "
+    "| p99 ms |"
 )
 
 
@@ -39,7 +41,7 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
         f"{base.seen.values} earlier values reused by the next call (arg recall). {binding}",
         "",
         HEADER,
-        "| --- |" + " ---: |" * 15,
+        "| --- |" + " ---: |" * 16,
     ]
     for run in runs:
         seen = run.seen
@@ -61,6 +63,7 @@ def corpus_table(corpus: Corpus, runs: list[ChainRun], window: int, default_budg
             share(run.cached, run.tokens_after),
             share(run.billed_openai, base.billed_openai),
             share(run.billed_anthropic, base.billed_anthropic),
+            sessions.cell(corpus, run, base),
             f"{percentile(run.ms, 50):.2f}",
             f"{percentile(run.ms, 99):.2f}",
         ]
