@@ -139,6 +139,12 @@ class Replay:
         for position in range(start, len(ends)):
             self.ctx.checkpoint()
             self._step(ends[position], position + 1)
+        if start == len(ends):
+            # The same request again (a retry, a dry run), its state remembered. The counts may have changed since
+            # (the calibration learns from every answer), and a state under the limit then may be over it now: the
+            # last step again, which only acts if it is. Not a replay from the start at the new counts: that could
+            # find other jump points, and break the prefix the provider cached.
+            self._step(ends[-1], len(ends))
         if memo is not None and keys:
             memo.put(keys[-1], self._state())
         details = {
@@ -178,9 +184,6 @@ class Replay:
                 self.strategy.params.model_dump_json(),
                 ctx.model,
                 ctx.limits,
-                # The state holds counts: one made at another calibration would misjudge the limit (a request
-                # over it taken as under, which the next step then cuts hard).
-                ctx.calibration,
                 ctx.output_reserve(),
                 self.overhead,
             )
