@@ -146,7 +146,7 @@ def test_per_request_parameters_apply_to_that_request_only(client: openai.OpenAI
     ("header", "code", "mentions"),
     [
         ("shorten_tool", "unknown_strategy", "valid strategies: clear_tool_uses, dedupe, fit"),
-        ("shorten_tools(bogus=1)", "unknown_parameter", "min_gain, full_tool_calls, full_tool_outputs"),
+        ("shorten_tools(bogus=1)", "unknown_parameter", "min_gain, pace, full_tool_calls, full_tool_outputs"),
         ("prune_tool_outputs(max_chars=-5)", "invalid_parameter", "max_chars"),
         ("shorten_tools(full_tool_outputs=3", "invalid_strategy_header", "missing ')'"),
         # Issue 11: recursion in the JSON parser used to make this a plain-text 500.
