@@ -48,6 +48,14 @@ RESUMED_LINES = 120  # a resumed session's outputs: each short, hundreds of them
 # Its window: the model's own, which the session (170k tokens) fits in once masked, with no cut.
 RESUMED_WINDOW = {"context_window": 200_000, "max_output": 32_000}
 
+# Without these Claude Code also makes a title call and tries hosts outside the machine (../shared/clients).
+QUIET = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
 
 def _problems(payload: dict[str, Any]) -> list[str]:
     """What the real API would refuse in a request: thinking not as signed, tool uses and results not paired."""
@@ -318,10 +326,7 @@ def run(claude: str, rounds: int, resumed: bool = False) -> dict[str, Any]:
                     "HOME": home,
                     "ANTHROPIC_BASE_URL": proxy.url,
                     "ANTHROPIC_API_KEY": "sk-ant-test",
-                    "DISABLE_TELEMETRY": "1",
-                    "DISABLE_AUTOUPDATER": "1",
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                    "DISABLE_ERROR_REPORTING": "1",
+                    **QUIET,
                 }
                 prompt = "Print the numbers of each round with the Bash tool, then tell me when all rounds are done."
                 resume: list[str] = []

@@ -39,23 +39,30 @@ from tests.support.upstream import responses_events
 
 FINAL = "All rounds done: the build log was read."
 COMMAND = "seq -f 'line %g of the build log, with enough words to make it long' 1 120"
-CONFIG = """model_provider = "standin"
-approval_policy = "never"
+# What Codex needs to run unattended, and nothing it would fetch: the start of every config.toml the tests write.
+UNATTENDED = """approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
-[analytics]
+"""
+OFFLINE = """[analytics]
 enabled = false
 [features]
 plugins = false
 apps = false
 remote_plugin = false
-[model_providers.standin]
+"""
+CONFIG = (
+    'model_provider = "standin"\n'
+    + UNATTENDED
+    + OFFLINE
+    + """[model_providers.standin]
 name = "standin"
 base_url = "{base_url}"
 wire_api = "responses"
 env_key = "STANDIN_API_KEY"
 supports_websockets = {websockets}
 """
+)
 
 
 def reasoning_item(n: int) -> dict[str, Any]:

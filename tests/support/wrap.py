@@ -38,22 +38,9 @@ from tests.support.servers import LoopbackServer
 ROOT = Path(__file__).resolve().parents[2]
 FINAL = "FINAL-ANSWER-42: the files are listed."
 PROMPT = "List the files here with the shell tool, then say you are done."
-CODEX_CONFIG = """approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-openai_base_url = "{base_url}"
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-"""
+CODEX_CONFIG = codex.UNATTENDED + 'openai_base_url = "{base_url}"\n' + codex.OFFLINE
 QUIET = {
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    "DISABLE_ERROR_REPORTING": "1",
+    **claude_code.QUIET,
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
