@@ -48,7 +48,7 @@ RESUMED_LINES = 120  # a resumed session's outputs: each short, hundreds of them
 # Its window: the model's own, which the session (170k tokens) fits in once masked, with no cut.
 RESUMED_WINDOW = {"context_window": 200_000, "max_output": 32_000}
 
-# Without these Claude Code also makes a title call and tries hosts outside the machine (../shared/clients).
+# Without these Claude Code also makes a title call and tries hosts outside the machine.
 QUIET = {
     "DISABLE_TELEMETRY": "1",
     "DISABLE_AUTOUPDATER": "1",

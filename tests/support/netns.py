@@ -1,4 +1,5 @@
-"""Sockets in another process's network namespace (a container's), made from this test process.
+"""Network namespaces: sockets in another process's (a container's), made from this test process; and a program run
+in a private one of its own (isolated_report), so an agent CLI under test reaches nothing beyond its loopback.
 
 A socket stays in the namespace it was created in, whichever thread uses it later: a short-lived thread
 enters the namespace (setns(2); Linux, as root), creates the socket and ends. So a container run with
@@ -9,11 +10,16 @@ can reach a stand-in server the test serves on its loopback.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import shutil
 import socket
+import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
+from tests.support.required import require
 from tests.support.servers import LoopbackServer
 
 CLONE_NEWNET = 0x40000000
@@ -75,3 +81,17 @@ class SocketServer(LoopbackServer):
     def url(self) -> str:
         host, port = self.server.servers[0].sockets[0].getsockname()[:2]
         return f"http://{host}:{port}"
+
+
+def isolated_report(argv: list[str], cwd: Path, timeout: float, reaching: str) -> dict[str, Any]:
+    """`argv` run in a private network namespace (`unshare -n`; it brings its loopback up itself), and the JSON report
+    it printed, once it exited 0. `reaching`: what must reach nothing else, for the reason a missing tool is given.
+    """
+    require(
+        shutil.which("unshare") is not None and shutil.which("ip") is not None and os.geteuid() == 0,
+        f"needs root, unshare(1) and ip(8) for a private network namespace, so {reaching} nothing else",
+    )
+    done = subprocess.run(["unshare", "-n", *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report

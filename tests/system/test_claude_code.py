@@ -6,14 +6,12 @@ compacted request is one the API would take (thinking as signed, tool uses and r
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.support.claude_code import FINAL
+from tests.support.netns import isolated_report
 from tests.support.required import require
 
 # scripts/test installs the pinned CLI here (npm install --prefix .tools/npm @anthropic-ai/claude-code@...).
@@ -21,29 +19,13 @@ CLAUDE = Path(__file__).resolve().parents[2] / ".tools/npm/node_modules/.bin/cla
 ROUNDS = 12
 
 
-def _unavailable() -> str | None:
-    if not CLAUDE.exists():
-        return f"Claude Code is not installed at {CLAUDE} (scripts/test installs it with npm)"
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "a private network namespace needs root, unshare and ip"
-    return None
-
-
 def _finished_session(*args: str) -> dict[str, Any]:
     """Claude Code run by tests.support.claude_code (in a network namespace of its own) with these arguments: its
     report, once the run and Claude Code both exited 0 with the scripted model's final answer.
     """
-    reason = _unavailable()
-    require(reason is None, reason or "")
-    done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.support.claude_code", str(CLAUDE), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout)
+    require(CLAUDE.exists(), f"Claude Code is not installed at {CLAUDE} (scripts/test installs it with npm)")
+    argv = [sys.executable, "-m", "tests.support.claude_code", str(CLAUDE), *args]
+    report = isolated_report(argv, cwd=Path(__file__).resolve().parents[2], timeout=300, reaching="Claude Code reaches")
     assert report["returncode"] == 0, report["stderr"]
     assert json.loads(report["stdout"])["result"].strip().endswith(FINAL)
     return report

@@ -6,10 +6,6 @@ session in which the model expands a ref through the proxy's expand tool, then f
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +15,7 @@ import pytest
 from app.wire.responses.expand import TOOL
 from strategies.refs import EXPAND_TOOL, refs_in
 from tests.support.codex import FINAL, RESUMED_FINAL
+from tests.support.netns import isolated_report
 from tests.support.required import require
 from tests.support.responses import pairing_problems, reasoning_problems
 
@@ -34,21 +31,9 @@ def codex_binary() -> Path:
 
 def in_namespace(*args: str) -> dict[str, Any]:
     """python -m tests.support.codex with these arguments, in a private network namespace: what it printed."""
-    require(
-        shutil.which("unshare") is not None and shutil.which("ip") is not None and os.geteuid() == 0,
-        "needs root, unshare(1) and ip(8) for a private network namespace, so Codex reaches nothing else",
-    )
     scenario = f"{sys.executable} -m tests.support.codex {codex_binary()} {' '.join(args)}"
-    done = subprocess.run(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {scenario}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    argv = ["sh", "-c", f"ip link set lo up && exec {scenario}"]
+    return isolated_report(argv, cwd=ROOT, timeout=240, reaching="Codex reaches")
 
 
 def run_codex(*args: str) -> dict[str, Any]:

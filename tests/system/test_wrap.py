@@ -6,11 +6,8 @@ is the proxy's /metrics for the run, and no file of the user's configuration cha
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import pytest
 
 from app.wrap.summary import Samples, Summary
 from tests.support import claude_code
+from tests.support.netns import isolated_report
 from tests.support.required import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,20 +25,8 @@ AGENTS = ["claude", "codex", "opencode"]
 
 
 def in_namespace(*args: str) -> dict[str, Any]:
-    require(
-        shutil.which("unshare") is not None and shutil.which("ip") is not None and os.geteuid() == 0,
-        "needs root, unshare(1) and ip(8) for a private network namespace, so the agents reach nothing else",
-    )
-    done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.support.wrap", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
+    argv = [sys.executable, "-m", "tests.support.wrap", *args]
+    return isolated_report(argv, cwd=ROOT, timeout=400, reaching="the agents reach")
 
 
 def summary_of(stderr: str) -> list[str]:
