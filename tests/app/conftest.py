@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -10,7 +11,9 @@ import redis
 
 from app import Settings, create_app
 from strategies import Registry
+from strategies.refs import EXPAND_TOOL, refs_in
 from tests.support.redis_server import redis_server
+from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import StandInUpstream
 
@@ -76,3 +79,26 @@ def redis_url(redis_session: str) -> str:
     client.flushdb()
     client.close()
     return redis_session
+
+
+def expand_twice(payload: dict[str, Any]) -> Turn:
+    """A model that expands the oldest stub, then asks for the same ref again (a re-expansion), then answers."""
+    messages = payload["messages"]
+    last = messages[-1]
+    offered = any(t.get("function", {}).get("name") == EXPAND_TOOL for t in payload.get("tools") or [])
+    stubs = [r for m in messages if m["role"] == "tool" for r in refs_in(m["content"] or "")]
+    if last["role"] == "tool" and last["tool_call_id"] == "call_x1" and offered:
+        return Turn(text="Again.", calls=[("call_x2", EXPAND_TOOL, json.dumps({"ref": stubs[0]}))])
+    if last["role"] == "tool" and last["tool_call_id"].startswith("call_x"):
+        return Turn(text="Done.")
+    if stubs and offered:
+        return Turn(text="Let me look.", calls=[("call_x1", EXPAND_TOOL, json.dumps({"ref": stubs[0]}))])
+    return Turn(text="Done.")
+
+
+@pytest.fixture
+def expanding() -> Iterator[str]:
+    """The base URL (with /v1) of a scripted model that expands a stub twice (expand_twice)."""
+    model = ScriptedModel(expand_twice)
+    with LoopbackServer(model.app) as server:
+        yield f"{server.url}/v1"

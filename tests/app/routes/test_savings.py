@@ -5,8 +5,6 @@ file, a real Redis) adding up and surviving a restart; a store that fails costin
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,6 @@ import pytest
 from starlette.middleware.gzip import GZipMiddleware
 
 from app import Settings, create_app
-from strategies.refs import EXPAND_TOOL, refs_in
 from tests.app.conftest import ProxyFactory
 from tests.factories import agent_loop
 from tests.support.metrics import Samples, scrape
@@ -116,30 +113,8 @@ def test_the_figures_are_behind_the_keys_and_the_page_that_shows_them_is_not(sta
     assert "frame-ancestors 'none'" in policy and page.headers["x-content-type-options"] == "nosniff"
 
 
-def expand_twice(payload: dict[str, Any]) -> Turn:
-    """A model that expands the oldest stub, then asks for the same ref again (a re-expansion), then answers."""
-    messages = payload["messages"]
-    last = messages[-1]
-    offered = any(t.get("function", {}).get("name") == EXPAND_TOOL for t in payload.get("tools") or [])
-    stubs = [r for m in messages if m["role"] == "tool" for r in refs_in(m["content"] or "")]
-    if last["role"] == "tool" and last["tool_call_id"] == "call_x1" and offered:
-        return Turn(text="Again.", calls=[("call_x2", EXPAND_TOOL, json.dumps({"ref": stubs[0]}))])
-    if last["role"] == "tool" and last["tool_call_id"].startswith("call_x"):
-        return Turn(text="Done.")
-    if stubs and offered:
-        return Turn(text="Let me look.", calls=[("call_x1", EXPAND_TOOL, json.dumps({"ref": stubs[0]}))])
-    return Turn(text="Done.")
-
-
-@pytest.fixture
-def scripted() -> Iterator[str]:
-    model = ScriptedModel(expand_twice)
-    with LoopbackServer(model.app) as server:
-        yield f"{server.url}/v1"
-
-
-def test_expand_rounds_re_expansions_and_every_rounds_usage_are_counted(scripted: str) -> None:
-    settings = Settings(upstream_base_url=scripted)
+def test_expand_rounds_re_expansions_and_every_rounds_usage_are_counted(expanding: str) -> None:
+    settings = Settings(upstream_base_url=expanding)
     with LoopbackServer(create_app(settings), settings) as proxy:
         client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
         headers = {"X-Compaction-Strategies": "mask(keep=1,epoch=0,min_gain=0)"}
@@ -174,10 +149,10 @@ def test_a_long_messages_stream_is_counted_with_the_input_its_first_event_report
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
 def test_proxies_on_one_store_add_up_and_their_figures_survive_a_restart(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest, scripted: str
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, expanding: str
 ) -> None:
     url = f"sqlite://{tmp_path}/cache.db" if kind == "sqlite" else request.getfixturevalue("redis_url")
-    settings = Settings(upstream_base_url=scripted, cache_url=url)
+    settings = Settings(upstream_base_url=expanding, cache_url=url)
 
     def ask(proxy: LoopbackServer, model: str) -> None:
         client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
@@ -201,8 +176,8 @@ def test_proxies_on_one_store_add_up_and_their_figures_survive_a_restart(
     assert again["totals"] == both["totals"] and again["series"] == both["series"]
 
 
-def test_a_store_that_fails_costs_no_request_and_is_counted(scripted: str) -> None:
-    settings = Settings(upstream_base_url=scripted, cache_url=f"redis://127.0.0.1:{closed_port()}/0")
+def test_a_store_that_fails_costs_no_request_and_is_counted(expanding: str) -> None:
+    settings = Settings(upstream_base_url=expanding, cache_url=f"redis://127.0.0.1:{closed_port()}/0")
     with LoopbackServer(create_app(settings), settings) as proxy:
         client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
         answer = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])

@@ -11,20 +11,16 @@ from __future__ import annotations
 import html
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx
 import openai
-import pytest
 
 from app import Settings, create_app
-from tests.app.routes.test_savings import expand_twice
 from tests.support.browser import chromium, dump_dom, screenshot
 from tests.support.metrics import scrape
-from tests.support.scripted_model import ScriptedModel
 from tests.support.servers import LoopbackServer
 from tests.support.upstream import Behaviour, StandInUpstream
 from tests.support.waiting import wait_for
@@ -94,13 +90,6 @@ def table_rows(dom: str, table: str) -> list[list[str]]:
         [html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
     ]
-
-
-@pytest.fixture
-def expanding() -> Iterator[str]:
-    model = ScriptedModel(expand_twice)
-    with LoopbackServer(model.app) as server:
-        yield f"{server.url}/v1"
 
 
 def session(proxy: LoopbackServer) -> None:
