@@ -69,7 +69,7 @@ class Offered(Protocol):
         """The X-Compaction-* headers for the client, of what was sent last."""
         ...
 
-    async def calibrate(self, reported: bytes) -> None:
+    async def calibrate(self, real: int) -> None:
         """The model's counts learn from the prompt tokens the upstream reports for what was sent last."""
         ...
 
@@ -167,23 +167,22 @@ class _Run:
         self._round("capped")
         return self.expansion.wire.render(self.expansion.plain, self.messages)
 
-    async def _calibrate(self, usage: Any) -> None:
-        """The first round's prompt is the one the proxy counted (later rounds add the calls it answered): the
-        upstream's count of it calibrates the model's counts as a relayed answer's does. Without this, a request
-        whose stubs offer the tool, which on a small window is every request, would never be learned from.
-        """
-        if isinstance(usage, dict):
-            await self.offered.calibrate(orjson.dumps(usage))
-
     def _round(self, outcome: str) -> None:
         self.x.ledger.expand_round(self.expansion.wire.name, self.offered.compacted.model, outcome)
 
-    def _reported(self, usage: Any) -> None:
-        """One round's usage, as its answer reported it: every round is billed, the internal ones too."""
+    async def _reported(self, usage: Any, first: bool) -> None:
+        """One round's usage, as its answer reported it: every round is billed, the internal ones too. The first
+        round's prompt is the one the proxy counted (later rounds add the calls it answered): the upstream's count of
+        it calibrates the model's counts as a relayed answer's does. Without this, a request whose stubs offer the
+        tool, which on a small window is every request, would never be learned from.
+        """
         wire = self.expansion.wire.name
         found = input_usage(wire, usage)
-        if found is not None:
-            self.x.ledger.usage(wire, self.offered.compacted.model, found)
+        if found is None:
+            return
+        self.x.ledger.usage(wire, self.offered.compacted.model, found)
+        if first:
+            await self.offered.calibrate(found.total)
 
     async def remember(self) -> None:
         memory, key = self.x.memory, self.expansion.memory_key
@@ -231,9 +230,7 @@ class _Run:
             if not isinstance(data, dict):
                 return self._answer(response, raw, extra)
             answer = self.tool.answer(data, answer)
-            self._reported(data.get("usage"))
-            if body is None:
-                await self._calibrate(data.get("usage"))
+            await self._reported(data.get("usage"), first=body is None)
             usage = self.tool.add_usage(usage, data.get("usage"))
             body = await self.next_body(answer)
             if body is not None:
@@ -283,9 +280,7 @@ class _Run:
                     if out:
                         yield out
                 await response.aclose()
-                self._reported(streamed.usage)
-                if not self.answered:
-                    await self._calibrate(streamed.usage)
+                await self._reported(streamed.usage, first=not self.answered)
                 usage = self.tool.add_usage(usage, streamed.usage)
                 body = await self.next_body(streamed)
                 if body is None:

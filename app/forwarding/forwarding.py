@@ -36,7 +36,7 @@ from app.edge.request_id import request_id
 from app.forwarding.refusals import is_event_stream, may_be_overflow, peek, read_error
 from app.services import Services
 from app.upstream.models import UpstreamModels, parse_overflow
-from app.upstream.models.usage import prompt_tokens, usage_in_body
+from app.upstream.models.usage import usage_in_body
 from app.wire import WireFormat
 
 logger = logging.getLogger("compaction_proxy.fitting")
@@ -246,17 +246,15 @@ class Forwarding:
         usage = usage_in_body(self.wire.name, tail)
         if usage is not None:
             self.services.ledger.usage(self.wire.name, self.compacted.model, usage)
-        await self.calibrate(tail)
+            await self.calibrate(usage.total)
 
-    async def calibrate(self, reported: bytes) -> None:
-        """The prompt tokens the upstream reports (in an answer's body or tail, or a usage object) for what was sent
-        last, against the proxy's count of that prompt: the model's counts learn from it.
+    async def calibrate(self, real: int) -> None:
+        """The prompt tokens the upstream reports for what was sent last (every kind of input: what the prompt
+        cache read or wrote is prompt too), against the proxy's count of that prompt: the model's counts learn
+        from it.
         """
         models, compacted = self.models, self.compacted
         if models is None or not compacted.counted or compacted.resolved is None:
-            return
-        real = prompt_tokens(reported)
-        if real is None:
             return
         resolved, counted = compacted.resolved, compacted.counted_raw()
         if self.services.settings.cache_in_process:  # a dictionary update: a thread hop would cost more

@@ -1,10 +1,8 @@
-"""The prompt tokens an upstream's answer reports (its `usage`), read from the ends of the relayed body: chat
-completions' `prompt_tokens`, the Responses API's and Anthropic's `input_tokens` (Anthropic's cached input
-besides), in a JSON body, the last events of a stream or a Messages stream's first.
-
-The input billed (usage_in_body, input_usage), in three kinds every API can be put in: `uncached` (read at the full
-price), `cache_read` (served by the provider's prompt cache, at a discount) and `cache_write` (written to it, at
-Anthropic's premium; OpenAI reports none).
+"""The input an upstream's answer reports (its `usage`), read from the ends of the relayed body (a JSON body, the last
+events of a stream or a Messages stream's first) or from a usage object: for the savings ledger, in three kinds every
+API can be put in (`uncached`, read at the full price; `cache_read`, served by the provider's prompt cache, at a
+discount; `cache_write`, written to it, at Anthropic's premium, which OpenAI reports none of), and for calibration,
+their total: the prompt's size as the upstream counted it.
 
 chat completions: prompt_tokens, of which prompt_tokens_details.cached_tokens were read from the cache; Responses:
 input_tokens, of which input_tokens_details.cached_tokens; Messages: input_tokens (never what the cache read or
@@ -22,22 +20,6 @@ from typing import Any
 # start, where a Messages stream reports its input (message_start).
 TAIL_BYTES = 16 * 1024
 HEAD_BYTES = 4 * 1024
-# Not preceded by a backslash: a key quoted inside a string (the model's own text) is escaped.
-_PROMPT = re.compile(rb'(?<!\\)"(prompt_tokens|input_tokens)"\s*:\s*(\d{1,9})\b')
-_CACHED = re.compile(rb'(?<!\\)"(cache_creation_input_tokens|cache_read_input_tokens)"\s*:\s*(\d{1,9})\b')
-
-
-def prompt_tokens(tail: bytes) -> int | None:
-    """The last prompt-token count in the body's tail, or None when it reports none."""
-    found = list(_PROMPT.finditer(tail))
-    if not found:
-        return None
-    last = found[-1]
-    # Anthropic's input_tokens leave out what the prompt cache read or wrote; the same usage object names those.
-    cached = sum(int(m.group(2)) for m in _CACHED.finditer(tail, last.start() - 512 if last.start() > 512 else 0))
-    return int(last.group(2)) + cached
-
-
 KINDS = ("uncached", "cache_read", "cache_write")
 # Every count is at most this: a reported usage past it is no usage (a body that merely looks like one).
 MAX_COUNT = 10**9

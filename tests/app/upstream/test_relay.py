@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from app.upstream.models.usage import prompt_tokens
+from app.upstream.models.usage import InputUsage, usage_in_body
 from app.upstream.relay import DECODED_BYTES, UsageEnds
 from strategies import BUILTINS, Context, Message, Params, Registry, Strategy
 from tests.app.conftest import ProxyFactory
@@ -211,7 +211,7 @@ def test_the_usage_of_a_compressed_body_is_read_from_a_decoded_copy(encoding: st
     for start in range(0, len(packed), 7):  # as chunks arrive, cut anywhere
         ends.feed(packed[start : start + 7])
     read = ends.ends()
-    assert read is not None and prompt_tokens(read) == 1234
+    assert read is not None and usage_in_body("chat.completions", read) == InputUsage(uncached=1234)
 
 
 def test_a_body_that_decodes_past_the_bound_or_not_at_all_gives_no_usage() -> None:

@@ -1,26 +1,31 @@
-"""The prompt tokens an answer reports, from the end of its body; the input it billed, in three kinds."""
+"""The input an answer reports, from the ends of its body, in three kinds and in total."""
 
 from __future__ import annotations
 
 import json
 
-from app.upstream.models.usage import InputUsage, input_usage, prompt_tokens, usage_in_body
+from app.upstream.models.usage import InputUsage, input_usage, usage_in_body
 from tests.support.messages_upstream import message_events
 
 
-def test_chat_responses_and_anthropic_usage() -> None:
+def test_chat_responses_and_anthropic_prompt_tokens_are_the_total_of_the_input() -> None:
     chat = {"choices": [], "usage": {"prompt_tokens": 1200, "completion_tokens": 5, "total_tokens": 1205}}
-    assert prompt_tokens(json.dumps(chat).encode()) == 1200
+    assert usage_total("chat.completions", json.dumps(chat).encode()) == 1200
     event = {"type": "response.completed", "response": {"usage": {"input_tokens": 900, "output_tokens": 2}}}
-    assert prompt_tokens(f"event: response.completed\ndata: {json.dumps(event)}\n\n".encode()) == 900
+    assert usage_total("responses", f"event: response.completed\ndata: {json.dumps(event)}\n\n".encode()) == 900
     anthropic = {"usage": {"input_tokens": 10, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 3000}}
-    assert prompt_tokens(json.dumps(anthropic).encode()) == 3210
+    assert usage_total("messages", json.dumps(anthropic).encode()) == 3210
+
+
+def usage_total(wire: str, body: bytes) -> int | None:
+    usage = usage_in_body(wire, body)
+    return None if usage is None else usage.total
 
 
 def test_a_key_inside_the_models_text_is_not_usage() -> None:
-    answer = {"choices": [{"message": {"content": 'say {"prompt_tokens": 5}'}}]}
-    assert prompt_tokens(json.dumps(answer).encode()) is None
-    assert prompt_tokens(b"data: [DONE]\n\n") is None
+    answer = {"choices": [{"message": {"content": 'say {"usage": {"prompt_tokens": 5}}'}}]}
+    assert usage_in_body("chat.completions", json.dumps(answer).encode()) is None
+    assert usage_in_body("chat.completions", b"data: [DONE]\n\n") is None
 
 
 def test_each_apis_usage_in_the_three_kinds() -> None:
@@ -31,7 +36,7 @@ def test_each_apis_usage_in_the_three_kinds() -> None:
     # Anthropic's input_tokens leave the cache out: each kind is counted apart, and the total is their sum.
     messages = {"input_tokens": 10, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 3000}
     assert input_usage("messages", messages) == InputUsage(uncached=10, cache_read=3000, cache_write=200)
-    assert input_usage("messages", messages).total == prompt_tokens(json.dumps({"usage": messages}).encode())
+    assert input_usage("messages", messages).total == 3210
 
 
 def test_usage_that_reports_no_input_or_nonsense_counts_no_more_than_it_can() -> None:
