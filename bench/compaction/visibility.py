@@ -9,6 +9,10 @@
   compaction may touch and in none it must keep (system, first and last user message). Share still visible in
   the compacted request. In tau-bench these are a real agent's calls (user ids, reservation numbers read from
   earlier results); in BFCL the ground truth's; in the synthetic agent, random picks among earlier paths.
+- Quoted lines (every corpus): each line of at least 30 characters of the model's next message, its text or its
+  calls' arguments, that occurs in such an earlier message, in none it must keep. A real coding agent quotes what it
+  read (an edit's old lines, a traceback line in its reasoning) without reusing any argument whole; this is issue
+  28's expansion rule: a quote it could only have taken from an elided message is a read behind a stub.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strategies import Message
+from strategies.conversation import text_of
 from strategies.invariants import pinned_indices
 
 from .corpora import Conversation, Probe, json_strings, message_text
 
 MIN_VALUE_CHARS = 4
+MIN_QUOTE_CHARS = 30
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[
         arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
         if isinstance(arguments, str):
             candidates.extend(v for v in json_strings(arguments) if len(v.strip()) >= MIN_VALUE_CHARS)
+    candidates.extend(_quoted_lines(answer))
     if not candidates:
         return []
     pinned = set(pinned_indices(messages[:end]))
@@ -63,6 +70,17 @@ def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[
         for v in dict.fromkeys(candidates)
         if not any(v in text for text in kept) and any(v in text for text in compactable)
     ]
+
+
+def _quoted_lines(answer: Message) -> list[str]:
+    """The lines of the answer's text and of its calls' argument strings long enough to count as a quote."""
+    texts = [text_of(answer.get("content"))]
+    for call in answer.get("tool_calls") or []:
+        arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
+        if isinstance(arguments, str):
+            texts.extend(json_strings(arguments))
+    lines = (line.strip() for text in texts for line in text.splitlines())
+    return [line for line in lines if len(line) >= MIN_QUOTE_CHARS]
 
 
 @dataclass
