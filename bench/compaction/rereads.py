@@ -50,8 +50,8 @@ def kind(name: str, arguments: str | None) -> str:
     return name
 
 
-def measure(conversations: list[Conversation], into: Rereads | None = None) -> Rereads:
-    out = into if into is not None else Rereads()
+def measure(conversations: list[Conversation]) -> Rereads:
+    out = Rereads()
     for conversation in conversations:
         _conversation(conversation, out)
     return out
@@ -73,21 +73,19 @@ def _conversation(conversation: Conversation, out: Rereads) -> None:
     for end in ends:
         out.requests += 1
         before = [(i, call) for i, call in results if i < end]
-        found = False
+        read: set[int] = set()  # positions in `before` this request reads again, each once
         for value in needs[end].values if end in needs else ():
             # The newest earlier result holding it is the one the model read it from.
             at = next((n for n in reversed(range(len(before))) if value in texts[before[n][0]]), None)
-            if at is None:
-                continue
+            if at is not None and at < len(before) - 1:
+                read.add(at)
+        for at in read:
             age = len(before) - 1 - at
-            if age < 1:
-                continue
-            found = True
             index, call = before[at]
             reread.add(index)
             out.ages[next(r for r in AGES if r[0] <= age <= r[1])] += 1
             out.superseded += any(later == call for _, later in before[at + 1 :])
-        out.requests_rereading += found
+        out.requests_rereading += bool(read)
     out.reread.update(kinds[i] for i in reread)
 
 
