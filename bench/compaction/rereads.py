@@ -45,9 +45,8 @@ def kind(name: str, arguments: str | None) -> str:
     except ValueError:
         parsed = None
     command = parsed.get("command") if isinstance(parsed, dict) else None
-    if isinstance(command, str) and command.split():
-        return f"{name}: {command.split()[0]}"
-    return name
+    words = command.split() if isinstance(command, str) else []
+    return f"{name}: {words[0]}" if words else name
 
 
 def measure(conversations: list[Conversation]) -> Rereads:

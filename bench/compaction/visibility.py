@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strategies import Message
-from strategies.conversation import text_of
+from strategies.conversation import arguments_of, text_of
 from strategies.invariants import pinned_indices
 
 from .corpora import Conversation, Probe, json_strings, message_text
@@ -54,12 +54,9 @@ def conversation_needs(conversation: Conversation, ends: list[int]) -> dict[int,
 
 def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[str]:
     answer = messages[end]
-    candidates: list[str] = []
-    for call in answer.get("tool_calls") or []:
-        arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
-        if isinstance(arguments, str):
-            candidates.extend(v for v in json_strings(arguments) if len(v.strip()) >= MIN_VALUE_CHARS)
-    candidates.extend(_quoted_lines(answer))
+    strings = [v for arguments in arguments_of(answer) for v in json_strings(arguments)]
+    candidates = [v for v in strings if len(v.strip()) >= MIN_VALUE_CHARS]
+    candidates += _quoted_lines([text_of(answer.get("content")), *strings])
     if not candidates:
         return []
     pinned = set(pinned_indices(messages[:end]))
@@ -72,13 +69,8 @@ def _reused_values(messages: list[Message], texts: list[str], end: int) -> list[
     ]
 
 
-def _quoted_lines(answer: Message) -> list[str]:
+def _quoted_lines(texts: list[str]) -> list[str]:
     """The lines of the answer's text and of its calls' argument strings long enough to count as a quote."""
-    texts = [text_of(answer.get("content"))]
-    for call in answer.get("tool_calls") or []:
-        arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
-        if isinstance(arguments, str):
-            texts.extend(json_strings(arguments))
     lines = (line.strip() for text in texts for line in text.splitlines())
     return [line for line in lines if len(line) >= MIN_QUOTE_CHARS]
 
