@@ -1,4 +1,4 @@
-"""Convert SWE-agent trajectories (.traj) into the compaction benchmark's real-trace format, once.
+"""Convert SWE-agent and mini-swe-agent trajectories into the compaction benchmark's real-trace format, once.
 
     python scripts/convert_swe_traj.py --git-dir DIR [--rev REV] [--repo OWNER/NAME] [--limit N] --out FILE PATH...
     python scripts/convert_swe_traj.py --out FILE some/run/*.traj          # files on disk
@@ -8,15 +8,22 @@ The sample measured in docs/benchmarks.md (19 sessions of SWE-agent's own reposi
     python scripts/convert_swe_traj.py --git-dir MIRROR --rev 0772c99 --repo princeton-nlp/SWE-agent \
         --out swe-agent-trajectories.json.gz trajectories tests/test_data/trajectories
 
-Each PATH is a .traj file, or a folder searched for them (in the git tree at REV with --git-dir). A .traj holds
-the agent's `history`: the messages it sent the model. Two shapes are read:
+The longer sessions of docs/benchmarks.md (500 runs of mini-swe-agent 1.15.0 with Gemini 3 Pro, MIT), likewise:
+
+    python scripts/convert_swe_traj.py --git-dir MIRROR --rev d12a71a --repo gruckion/mini-swe-agent \
+        --out mini-swe-agent-gemini3.json.gz swebench_results/20251118_gemini-3-pro-74pct/trajs
+
+Each PATH is a .traj (SWE-agent) or .traj.json (mini-swe-agent) file, or a folder searched for them (in the git
+tree at REV with --git-dir). A trajectory holds the messages the agent sent the model (SWE-agent's `history`,
+mini-swe-agent's `messages`). Two shapes are read:
 
 - function calling (SWE-agent 1.x): assistant messages carry `tool_calls`, tool messages `tool_call_ids`. Kept as
   recorded (a call list stored as a Python repr string is parsed), ids and arguments unchanged.
-- text actions (SWE-agent 0.x): the assistant writes its thought and one command in a fenced block, and the next
-  user message is the command's output. Converted to tool calling: the thought stays the assistant's text, the
-  command becomes one call of a `bash` tool ({"command": ...}) and the output its tool result. No text is dropped or
-  rewritten except the fence around the command. Such sessions are marked `"converted": "text actions"`.
+- text actions (SWE-agent 0.x, mini-swe-agent): the assistant writes its thought and one command in a fenced
+  block, and the next user message is the command's output. Converted to tool calling: the thought stays the
+  assistant's text, the command becomes one call of a `bash` tool ({"command": ...}) and the output its tool
+  result. No text is dropped or rewritten except the fence around the command. Such sessions are marked
+  `"converted": "text actions"`.
 
 Demonstrations a person wrote (run folders named human or human_thought) are left out, and so are sessions
 whose messages break OpenAI's pairing rules after conversion or whose call arguments are not JSON (counted on
@@ -45,6 +52,7 @@ from strategies.invariants import pairing_problems  # noqa: E402
 
 # SWE-agent's demonstrations whose thoughts a person wrote (the run folder names the model).
 HUMAN = {"human", "human_thought"}
+TRAJECTORY = (".traj", ".traj.json")  # SWE-agent's, mini-swe-agent's
 # The last fenced block of a text-action reply is its command (SWE-agent's ThoughtActionParser).
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
@@ -125,6 +133,9 @@ def text_actions(history: list[dict[str, Any]], session: str) -> list[dict[str, 
 
 
 def model_of(data: dict[str, Any], path: str) -> str:
+    mini = ((data.get("info") or {}).get("config") or {}).get("model") or {}
+    if isinstance(mini.get("model_name"), str):  # mini-swe-agent: "google/gemini-3-pro-preview"
+        return str(mini["model_name"]).rsplit("/", 1)[-1]
     config = data.get("replay_config")
     if isinstance(config, str):
         try:
@@ -142,7 +153,9 @@ def model_of(data: dict[str, Any], path: str) -> str:
 
 
 def convert(data: dict[str, Any], path: str, source: dict[str, str]) -> dict[str, Any] | None:
-    history = [m for m in data.get("history") or [] if isinstance(m, dict) and m.get("role")]
+    mini = str(data.get("trajectory_format", "")).startswith("mini-swe-agent")
+    recorded = data.get("messages") if mini else data.get("history")
+    history = [m for m in recorded or [] if isinstance(m, dict) and m.get("role")]
     if not history:
         return None
     native = any(m.get("tool_calls") for m in history)
@@ -151,8 +164,8 @@ def convert(data: dict[str, Any], path: str, source: dict[str, str]) -> dict[str
     if not any(m.get("tool_calls") for m in messages):
         return None
     return {
-        "id": Path(path).stem,
-        "agent": "SWE-agent",
+        "id": Path(path).name.removesuffix(".json").removesuffix(".traj"),
+        "agent": f"mini-swe-agent {data['info'].get('mini_version', '')}".strip() if mini else "SWE-agent",
         "model": model_of(data, path),
         "converted": None if native else "text actions",
         "source": {**source, "path": path},
@@ -178,10 +191,11 @@ def git(git_dir: str, *args: str) -> bytes:
 def sources(args: argparse.Namespace) -> list[tuple[str, bytes]]:
     if args.git_dir:
         names = git(args.git_dir, "ls-tree", "-r", "--name-only", args.rev, "--", *args.paths).decode().splitlines()
-        return [(name, git(args.git_dir, "show", f"{args.rev}:{name}")) for name in names if name.endswith(".traj")]
+        return [(name, git(args.git_dir, "show", f"{args.rev}:{name}")) for name in names if name.endswith(TRAJECTORY)]
     files: list[Path] = []
     for given in map(Path, args.paths):
-        files.extend(sorted(given.rglob("*.traj")) if given.is_dir() else [given])
+        found = [f for f in given.rglob("*") if f.name.endswith(TRAJECTORY)] if given.is_dir() else [given]
+        files.extend(sorted(found))
     return [(str(f), f.read_bytes()) for f in files]
 
 
