@@ -260,12 +260,14 @@ class Replay:
         removed = staying_tokens - self._count(jumped)
         if removed <= 0 or removed < self.strategy.min_gain() * rewritten:
             return False
-        if not self.strategy.pace():
-            return True
         if self.strategy.reversible and _first_stub(staying, jumped):
             # The proxy offers the expand tool from the first stub with a ref on: the tools, which come before every
-            # message, change, so the provider caches nothing of this request.
+            # message, change, so the provider caches nothing of this request (strategies.epochs).
             rewritten = staying_tokens
+            if removed < self.strategy.min_gain() * rewritten:
+                return False
+        if not self.strategy.pace():
+            return True
         # Pace: the session is expected to run about as many more requests as it has run (Lindy), and each of them
         # reads `removed` tokens fewer from the cache; that must pay for the rewrite.
         return removed * (CACHE_WRITE + requests * CACHE_READ) >= rewritten * (CACHE_WRITE - CACHE_READ)

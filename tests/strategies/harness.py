@@ -148,6 +148,9 @@ def work_on_parallel_calls(
     return listed.scans, counting.characters
 
 
+BRANCH_SCANS = 4
+
+
 def linear_in_parallel_calls(
     run: Callable[[list[Message], Context], list[Message]], encodings: Encodings, **context: Any
 ) -> tuple[int, int]:
@@ -156,6 +159,8 @@ def linear_in_parallel_calls(
     """
     scans, characters = work_on_parallel_calls(run, 1000, encodings, **context)
     scans_2n, characters_2n = work_on_parallel_calls(run, 2000, encodings, **context)
-    assert scans_2n == scans
+    # The two sizes may take different branches (an optional jump at 1000 calls, a forced one at 2000, which skips
+    # the break-even rule and its look for stubs): a few reads apart, where reading per call would be a thousand.
+    assert abs(scans_2n - scans) <= BRANCH_SCANS, (scans, scans_2n)
     assert characters_2n <= 2.05 * characters
     return scans, characters
