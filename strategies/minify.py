@@ -1,7 +1,9 @@
 """Lossless clean-up of tool results: compact JSON, no terminal escape codes, no trailing blanks, no repeats.
 
 Nothing the model could need is removed, so only the repeat collapse leaves a marker, and that marker says
-exactly what it stands for (N more copies of the line above it).
+exactly what it stands for (N more copies of the line above it). Escape codes are the exception found on real
+traces: a model that copies a test's expected coloured output sees it without its colour codes (3 of 39,023 lines
+quoted back in 500 mini-swe-agent sessions; docs/strategies.md).
 """
 
 from __future__ import annotations
