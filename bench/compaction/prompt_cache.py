@@ -9,9 +9,12 @@ framing tokens, not in which text comes in which order, which is what prefix cac
 
 Caching, per request against the previous request of the same conversation (what the provider saw last):
 - OpenAI: an exact common prefix of at least 1024 tokens is cached, in steps of 128 tokens.
-- The same hits priced two ways: OpenAI bills cached tokens at 50% of the input price; Anthropic bills cache
+- The same prefix priced two ways: OpenAI bills cached tokens at 50% of the input price; Anthropic bills cache
   reads at 10% and writes at 125%, and with a cache breakpoint at the end of every request (the usual set-up
-  of agent loops) every uncached token of a prompt of at least 1024 tokens is written. Shorter prompts are not cached.
+  of agent loops) reads the shared prefix whole (no 128-token steps) and writes every other token of a prompt of
+  at least 1024 tokens. Shorter prompts are not cached. Where a jump rewrites from a message far back this is
+  kinder than Anthropic's own rules, which find an earlier entry only within 20 blocks of a breakpoint: the
+  Messages form prices by those.
 - The Messages form (--wire messages) is priced by Anthropic's own rules on the body as sent (BreakpointCache):
   explicit breakpoints, a prefix read only where it ends at an earlier breakpoint within 20 blocks of one of this
   request's, written up to the last breakpoint.
@@ -313,9 +316,10 @@ class PrefixPricing:
         self, messages: list[Message], tools_tokens: int, body: Callable[[], bytes], *, remember: bool = True
     ) -> Priced:
         hit = self._cache.request(messages, tools_tokens, remember=remember)
-        return Priced(
-            hit.prompt, hit.cached, billed_openai(hit.prompt, hit.cached), billed_anthropic(hit.prompt, hit.cached)
-        )
+        # Anthropic reads the prefix up to the last request's breakpoint exactly, not in OpenAI's 128-token steps: a
+        # request a few tokens shorter must not lose a step of its read (which made lossless minify bill above none).
+        read = hit.shared_prefix if hit.shared_prefix >= ANTHROPIC_MIN_PROMPT else 0
+        return Priced(hit.prompt, hit.cached, billed_openai(hit.prompt, hit.cached), billed_anthropic(hit.prompt, read))
 
 
 class BreakpointPricing:

@@ -6,10 +6,18 @@ from typing import Any
 
 from app.expansion.rounds import round_messages
 from app.wire.chat.expand import TOOL
-from bench.compaction.prompt_cache import ANTHROPIC_READ_PRICE, BreakpointPricing, ConversationCache, MessageTokens
+from bench.compaction.prompt_cache import (
+    ANTHROPIC_READ_PRICE,
+    ANTHROPIC_WRITE_PRICE,
+    BreakpointPricing,
+    ConversationCache,
+    MessageTokens,
+    PrefixPricing,
+)
 from bench.compaction.replay import Replayer
 from bench.compaction.wire_forms import FORMS, Replayed, compact, round_body
 from strategies import Chain, Encodings, Registry
+from strategies.messages import REPLY_PRIMING
 from strategies.refs import ExpandCall, stub_refs
 from tests.factories import agent_loop, assistant, user
 
@@ -65,3 +73,16 @@ def test_a_one_off_request_is_not_what_the_next_one_is_compared_with() -> None:
     cache.request(messages)
     assert cache.request([*messages, user("b")], tools_tokens=180, remember=False).cached == 0
     assert cache.request([*messages, user("b")]).cached > 0
+
+
+def test_the_chat_forms_anthropic_price_reads_the_shared_prefix_exactly() -> None:
+    # OpenAI caches in 128-token steps; Anthropic reads up to the last request's breakpoint, every token of it. With
+    # the steps, a request a few tokens shorter (minify's) could lose a step and bill above the longer one.
+    pricing = PrefixPricing(MessageTokens(Encodings().get("o200k_base")), tools_tokens=0)
+    messages = [user("word " * 3000), assistant("a")]
+    first = pricing.request(messages, 0, bytes)
+    assert first.cached == 0 and first.anthropic == ANTHROPIC_WRITE_PRICE * first.prompt
+    after = pricing.request([*messages, user("b")], 0, bytes)
+    shared = first.prompt - REPLY_PRIMING  # the previous request's messages, all of them
+    assert after.cached < shared and (shared - after.cached) < 128  # OpenAI: a whole step short
+    assert after.anthropic == ANTHROPIC_READ_PRICE * shared + ANTHROPIC_WRITE_PRICE * (after.prompt - shared)
