@@ -68,6 +68,8 @@ class ChainRun:
     series_cached: list[int] = field(default_factory=list)
     # The simulated agent's expand rounds (bench.compaction.agent), billed above with the requests.
     rounds: int = 0
+    rounds_openai: float = 0.0  # of the billed input above, what the rounds cost
+    rounds_anthropic: float = 0.0
     re_expansions: int = 0  # rounds expanding a ref the conversation had expanded before
     tool_changes: int = 0  # requests whose tools differ from the request before's (the expand tool came or went)
     capped_rounds: int = 0  # rounds after which the proxy asked without the tool (expand_max_rounds reached)
@@ -94,6 +96,8 @@ class ChainRun:
 
     def add_round(self, priced: Priced) -> None:
         self.rounds += 1
+        self.rounds_openai += priced.openai
+        self.rounds_anthropic += priced.anthropic
         self._bill(priced)
 
     def _bill(self, priced: Priced) -> None:

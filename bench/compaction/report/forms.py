@@ -30,6 +30,8 @@ FIGURES = (
     "billed_openai",
     "billed_anthropic",
     "rounds",
+    "rounds_openai",
+    "rounds_anthropic",
     "re_expansions",
     "capped_rounds",
     "tool_changes",
@@ -109,6 +111,11 @@ def summary(
                 "fallbacks": dict(run.fallbacks),
                 "facts": run.seen.facts,
                 "facts_reachable": run.seen.facts_reachable,
+                # The quote rule's needs (bench.compaction.visibility): lines the next answer quotes, hidden by a stub
+                # when not visible, and unreachable when not brought back by the agent's expand rounds either.
+                "values": run.seen.values,
+                "values_visible": run.seen.values_visible,
+                "values_reachable": run.seen.values_reachable,
                 **sessions.summary(corpus, run, base),
             }
             for run in runs
