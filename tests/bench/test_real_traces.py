@@ -62,6 +62,7 @@ def converted(tmp_path: Path) -> Path:
 def test_a_mini_swe_agent_trajectory_converts_to_bash_calls(tmp_path: Path) -> None:
     corpus = swe.load(path=converted(tmp_path))
     [conversation] = corpus.conversations
+    assert corpus.title == "mini-swe-agent 1.15.0 runs (real)"
     assert "mini-swe-agent 1.15.0" in corpus.description and "gemini-3-pro-preview 1" in corpus.description
     assert conversation.id == "swe-0-astropy-1"
     calls = [m for m in conversation.messages if m.get("tool_calls")]

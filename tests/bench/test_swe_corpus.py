@@ -69,7 +69,7 @@ def test_both_traj_shapes_convert_to_valid_tool_calling(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     assert "'duplicate': 1" in ran.stderr and "'written by a person': 1" in ran.stderr, ran.stderr
     corpus = swe.load(path=out)
-    assert corpus.skipped is None and len(corpus.conversations) == 2
+    assert corpus.skipped is None and len(corpus.conversations) == 2 and corpus.title == "SWE-agent runs (real)"
     assert "gpt-4o 1, gpt4 1" in corpus.description and "1 of them text actions" in corpus.description
     for conversation in corpus.conversations:
         assert pairing_problems(conversation.messages) == [], conversation.id

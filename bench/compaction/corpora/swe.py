@@ -21,11 +21,14 @@ CONVERT = "python scripts/convert_swe_traj.py"
 
 
 def load(limit: int | None = None, path: Path = DATA) -> Corpus:
-    key, title = "swe", "SWE-agent runs (real)"
+    key = "swe"
     if not path.exists():
-        return Corpus(key, title, "", skipped=f"{path} not found (write one with {CONVERT}, or pass --swe-data)")
+        skipped = f"{path} not found (write one with {CONVERT}, or pass --swe-data)"
+        return Corpus(key, "SWE-agent runs (real)", "", skipped=skipped)
     entries = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     picked = entries if limit is None else entries[:limit]
+    # Named after the agents the file holds (mini-swe-agent's runs are no SWE-agent's), in every table.
+    title = f"{' / '.join(sorted({e['agent'] for e in picked})) or 'SWE-agent'} runs (real)"
     conversations = [Conversation(f"swe-{n}-{entry['id']}", entry["messages"]) for n, entry in enumerate(picked)]
     sampled = "all" if limit is None or limit >= len(entries) else f"the first {len(picked)} of"
     models = ", ".join(f"{model} {count}" for model, count in Counter(e["model"] for e in picked).most_common())
