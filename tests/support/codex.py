@@ -254,10 +254,14 @@ def _shorter(output: Any, lines: int) -> Any:
     return output
 
 
+# Lines of each old build log: enough that masking the old logs pays for the cache it breaks (the break-even rule,
+# strategies.epochs: it removes more than half of the request), few enough that the masked session fits the window.
+LOG_LINES = 30
+
+
 def lengthen(home: str, rounds: int) -> None:
     """The session Codex wrote, its one round made `rounds` rounds, each reading a build log of its own (ids and
-    text made distinct, each log a dozen lines so the session fits the model's window once old logs are masked), as
-    if Codex had run them all.
+    text made distinct, each log LOG_LINES lines), as if Codex had run them all.
     """
     (path,) = Path(home, "sessions").rglob("rollout-*.jsonl")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -274,7 +278,7 @@ def lengthen(home: str, rounds: int) -> None:
             payload = line.get("payload")
             if line.get("type") == "response_item" and str(payload.get("type")).endswith("_call_output"):
                 payload["id"] = f"out_old_{n}"
-                payload["output"] = _shorter(payload["output"], 12)
+                payload["output"] = _shorter(payload["output"], LOG_LINES)
         out += round_
     out += lines[end + 1 :]
     for ordinal, line in enumerate(out):
