@@ -11,34 +11,17 @@ price models, rounds and needed stubs per 100 requests, and each session alone (
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from functools import partial
 
-from ..docs_block import replace_block
+from . import summaries
 from .report.real_traces import BEGIN, END, table
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.compaction.real_traces",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("summaries", nargs="+", type=Path, help="--summary files of bench.compaction runs, in order")
+    parser = summaries.parser("python -m bench.compaction.real_traces", __doc__)
     parser.add_argument("--corpus", default="swe", help="the corpus key the runs replayed (default swe)")
-    parser.add_argument("--update-docs", type=Path, help="rewrite the block between this file's markers")
     args = parser.parse_args(argv)
-    try:
-        block = table([json.loads(path.read_text()) for path in args.summaries], args.corpus)
-    except (OSError, ValueError, KeyError) as exc:
-        parser.error(f"{type(exc).__name__}: {exc}")
-    print(block)
-    if args.update_docs:
-        replaced = replace_block(args.update_docs.read_text(), BEGIN, END, block)
-        if replaced is None:
-            parser.error(f"{args.update_docs}: no {BEGIN!r} ... {END!r} markers")
-        args.update_docs.write_text(replaced)
+    summaries.run(parser, args, partial(table, corpus=args.corpus), (BEGIN, END))
 
 
 if __name__ == "__main__":
