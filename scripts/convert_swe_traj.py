@@ -165,7 +165,7 @@ def convert(data: dict[str, Any], path: str, source: dict[str, str]) -> dict[str
         return None
     return {
         "id": Path(path).name.removesuffix(".json").removesuffix(".traj"),
-        "agent": f"mini-swe-agent {data['info'].get('mini_version', '')}".strip() if mini else "SWE-agent",
+        "agent": f"mini-swe-agent {(data.get('info') or {}).get('mini_version', '')}".strip() if mini else "SWE-agent",
         "model": model_of(data, path),
         "converted": None if native else "text actions",
         "source": {**source, "path": path},

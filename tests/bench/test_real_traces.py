@@ -46,10 +46,10 @@ def trajectory() -> dict[str, Any]:
     return {"trajectory_format": "mini-swe-agent-1", "instance_id": "astropy-1", "info": info, "messages": messages}
 
 
-def converted(tmp_path: Path) -> Path:
+def converted(tmp_path: Path, data: dict[str, Any] | None = None) -> Path:
     runs = tmp_path / "trajs" / "astropy-1"
     runs.mkdir(parents=True)
-    (runs / "astropy-1.traj.json").write_text(json.dumps(trajectory()))
+    (runs / "astropy-1.traj.json").write_text(json.dumps(data or trajectory()))
     out = tmp_path / "mini.json.gz"
     ran = subprocess.run(
         [sys.executable, "scripts/convert_swe_traj.py", "--repo", "o/n", "--out", str(out), str(tmp_path / "trajs")],
@@ -70,6 +70,13 @@ def test_a_mini_swe_agent_trajectory_converts_to_bash_calls(tmp_path: Path) -> N
     assert json.loads(calls[0]["tool_calls"][0]["function"]["arguments"]) == {"command": "nl -ba file_0.py"}
     assert calls[0]["content"] == "THOUGHT: Step 0."
     assert conversation.messages[3]["role"] == "tool" and QUOTED in conversation.messages[3]["content"]
+
+
+def test_a_trajectory_without_its_run_info_still_converts(tmp_path: Path) -> None:
+    data = trajectory()
+    del data["info"]  # the version and model come from the run's config, which a trimmed file may lack
+    [conversation] = swe.load(path=converted(tmp_path, data)).conversations
+    assert len([m for m in conversation.messages if m.get("tool_calls")]) == STEPS + 1
 
 
 def test_the_real_trace_table_bills_the_rounds_apart_in_each_form(tmp_path: Path) -> None:
