@@ -72,12 +72,10 @@ def table(summaries: list[dict[str, Any]], corpus: str = "swe") -> str:
         "`none` (OpenAI / Anthropic) | worst session (OpenAI / Anthropic) | invalid requests |",
         "| --- | --- |" + " ---: |" * 9,
     ]
-    titles: set[str] = set()
     for summary in summaries:
         found = next((c for c in summary["corpora"] if c["key"] == corpus and not c["skipped"]), None)
         if found is None or "none" not in found["chains"]:
             raise ValueError(f"{summary['command']}: no {corpus} corpus with `none` in it")
-        titles.add(found["title"])
         base = found["chains"]["none"]
         for chain, run in found["chains"].items():
             if chain != "none":
